@@ -1,0 +1,18 @@
+// AdamW on flat fp32 buffers, torch.optim.AdamW arithmetic:
+//   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps),   with g = grad * grad_scale.
+#pragma once
+#include <cstddef>
+
+namespace loom::cpu {
+
+struct AdamWParams {
+  float lr, beta1, beta2, eps, weight_decay;
+  int step;          // 1-based
+  float grad_scale;  // clipping factor (1 when not clipping)
+};
+
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const AdamWParams& p);
+
+}  // namespace loom::cpu

@@ -1,0 +1,134 @@
+// The experiment configuration: YAML sections as plain structs with their defaults.
+// Parsing, --set overrides and validation live in config.cpp / validate.cpp.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct RunConfig {
+  std::string name = "loom";
+  std::string dir;  // "" -> runs/<name>
+};
+
+struct ModelConfig {
+  int n_layer = 12;
+  int n_head = 12;
+  int d_model = 768;
+  int vocab_size = 50257;  // the tokenizer's; padded internally to a multiple of 128*tp
+  int seq_len = 1024;
+  int max_positions = 0;  // rows of wpe; 0 -> seq_len
+  bool tie_embeddings = true;
+  double dropout = 0.0;
+
+  int positions() const { return max_positions > 0 ? max_positions : seq_len; }
+  int head_dim() const { return d_model / n_head; }
+  int padded_vocab(int tp) const {
+    int m = 128 * tp;
+    return (vocab_size + m - 1) / m * m;
+  }
+};
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 0;  // 0 -> world / (tp * pp)
+  int micro_batch_size = 1;
+  std::string schedule = "1f1b";  // 1f1b | gpipe
+  std::string order = "tp-dp-pp"; // innermost axis first
+  std::vector<int> stage_layers;  // optional uneven split: layers per stage, sums to n_layer
+};
+
+struct TrainConfig {
+  int global_batch_size = 8;  // sequences per optimizer step
+  int steps = 10;
+  uint64_t seed = 1234;
+  std::string init_from;  // canonical .h5 weights, optional
+  double grad_clip = 1.0; // 0 disables clipping
+  int log_interval = 1;
+  int eval_interval = 0;  // 0 -> no eval during training
+  int eval_iters = 10;
+  std::string recompute = "none"; // none | selective | full
+  std::string dtype = "fp32";     // fp32 | bf16 | fp16
+};
+
+struct OptimizerConfig {
+  double lr = 6e-4;
+  double min_lr = 0.0;
+  int warmup_steps = 0;
+  int decay_steps = 0;  // 0 -> train.steps
+  std::string schedule = "cosine";  // cosine | linear | constant
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  int zero_stage = 0;
+};
+
+struct DataSource {
+  std::string prefix;  // PREFIX of PREFIX.bin / PREFIX.idx
+  double weight = 1.0;
+};
+
+struct DataConfig {
+  std::vector<DataSource> train;
+  std::vector<DataSource> valid;
+  bool shuffle = true;
+  std::string split;  // e.g. "969,30,1": train/valid/test split of the train prefixes
+};
+
+struct TokenizerConfig {
+  std::string type = "bytes";  // bytes | gpt2
+  std::string vocab;           // vocab.json or encoder.json (gpt2)
+  std::string merges;          // merges.txt or vocab.bpe (gpt2)
+};
+
+struct CheckpointConfig {
+  std::string dir;  // "" -> checkpoints/<run.name>
+  int save_interval = 0;
+  int keep_last = 0;  // 0 keeps all
+  std::string resume = "none";  // auto | none | PATH
+};
+
+struct LogConfig {
+  double peak_flops = 0.0;  // per device, for MFU; 0 -> built-in table / measured
+  bool tensorboard = false;
+  bool timers = true;  // per-step time breakdown
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  TokenizerConfig tokenizer;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+  std::string device = "cpu";  // cpu | cuda
+  std::string source;          // the file it was read from (for messages)
+
+  std::string run_dir() const { return run.dir.empty() ? "runs/" + run.name : run.dir; }
+  std::string checkpoint_dir() const {
+    return checkpoint.dir.empty() ? "checkpoints/" + run.name : checkpoint.dir;
+  }
+};
+
+// Reads a YAML file, applies "a.b=v" overrides in order, converts to a Config. Throws UserError
+// naming the file, the key and the fix (unknown keys get a did-you-mean; wrong types name the
+// expected type). Does not validate values: call validate().
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// Same from YAML text (tests, embedded defaults); `source` names it in messages.
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& source);
+
+// Every problem with the values, one line each (empty: valid). world_size <= 0 skips the checks
+// that need it (dp*pp*tp == world). Files are not opened here.
+std::vector<std::string> validate(const Config& cfg, int world_size);
+
+// The resolved config as YAML text (for the start-up banner, metrics and checkpoints).
+std::string to_yaml(const Config& cfg);
+
+}  // namespace loom

@@ -1,0 +1,24 @@
+// Element types and devices of tensors.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace loom {
+
+enum class DType : uint8_t { F32, BF16, F16, I32, U16 };
+enum class Device : uint8_t { CPU, CUDA };
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::I32: return 4;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
+    case DType::U16: return 2;
+  }
+  return 0;
+}
+const char* dtype_name(DType t);
+const char* device_name(Device d);
+
+}  // namespace loom

@@ -1,0 +1,153 @@
+// GPTStage: allocation of parameters/activations, and forward/backward of one micro-batch.
+#include "model/gpt_stage.h"
+
+#include <cstring>
+
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+
+namespace loom {
+
+GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch,
+                   int num_slots, ParallelCtx& pc)
+    : m_(m), layout_(layout), pc_(pc) {
+  const int tp = layout.tp();
+  dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+  const size_t N = size_t(dims_.N()), C = size_t(dims_.C), L = size_t(layout.layers().num_layers);
+
+  params_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
+  grads_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
+  params_buf_.zero();
+  grads_buf_.zero();
+  params_ = Tensor(params_buf_.data(), DType::F32, Device::CPU, {int64_t(layout.total())});
+  grads_ = Tensor(grads_buf_.data(), DType::F32, Device::CPU, {int64_t(layout.total())});
+  for (size_t l = 0; l < L; ++l) {
+    int layer = layout.layers().first_layer + int(l);
+    w_.push_back(weights_at(params_.f32(), layer));
+    g_.push_back(weights_at(grads_.f32(), layer));
+  }
+
+  // Activation slots: reserve every tensor, allocate once, then hand out pointers.
+  struct SlotOffsets {
+    std::vector<size_t> xs, layers;
+    size_t tokens = 0, dfinal = 0;
+  };
+  std::vector<SlotOffsets> offs(static_cast<size_t>(num_slots));
+  for (auto& o : offs) {
+    for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts_.reserve(N * C * 4));
+    for (size_t l = 0; l < L; ++l) o.layers.push_back(acts_.reserve(dims_.acts_floats() * 4));
+    if (layout.first_stage()) o.tokens = acts_.reserve(N * 4);
+    if (layout.last_stage()) o.dfinal = acts_.reserve(N * C * 4);
+  }
+  acts_.allocate();
+  auto at = [&](Arena& a, size_t off) { return static_cast<float*>(a.buffer().data()) + off / 4; };
+  for (auto& o : offs) {
+    Slot s;
+    for (size_t off : o.xs) s.xs.push_back(at(acts_, off));
+    for (size_t off : o.layers) s.layers.push_back(block_acts_at(at(acts_, off), dims_));
+    if (layout.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
+    if (layout.last_stage()) s.dfinal = at(acts_, o.dfinal);
+    slots_.push_back(s);
+  }
+
+  const size_t Vl = size_t(layout.vocab_local());
+  size_t o_bs = scratch_.reserve(BlockScratch::floats(dims_) * 4);
+  size_t o_d0 = scratch_.reserve(N * C * 4), o_d1 = scratch_.reserve(N * C * 4);
+  size_t o_head = layout.last_stage() ? scratch_.reserve((N * C * 2 + N * 6 + N * Vl) * 4) : 0;
+  scratch_.allocate();
+  bs_ = block_scratch_at(at(scratch_, o_bs), dims_);
+  dbuf_[0] = at(scratch_, o_d0);
+  dbuf_[1] = at(scratch_, o_d1);
+  if (layout.last_stage()) {
+    float* p = at(scratch_, o_head);
+    lnf_ = p, p += N * C;
+    dlnf_ = p, p += N * C;
+    lnf_mean_ = p, p += N;
+    lnf_rstd_ = p, p += N;
+    maxv_ = p, p += N;
+    losses_ = p, p += N;
+    sums_ = p, p += 2 * N;
+    logits_ = p;
+  }
+}
+
+BlockWeights GPTStage::weights_at(float* base, int layer) const {
+  std::string h = "h." + std::to_string(layer) + ".";
+  auto p = [&](const char* name) { return base + layout_.get(h + name).offset; };
+  return BlockWeights{p("ln_1.weight"),      p("ln_1.bias"),       p("attn.c_attn.weight"),
+                      p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
+                      p("ln_2.weight"),      p("ln_2.bias"),       p("mlp.c_fc.weight"),
+                      p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"), p("mlp.c_proj.bias")};
+}
+
+void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
+  Slot& s = slots_[size_t(slot)];
+  const int B = dims_.B, T = dims_.T, C = dims_.C, N = dims_.N();
+  if (layout_.first_stage()) {
+    std::memcpy(s.tokens, tokens, size_t(N) * sizeof(int32_t));
+    const float* wte = params() + layout_.get("wte.weight").offset;
+    // Position embeddings are added by one TP rank so the all-reduce counts them once.
+    const float* wpe = layout_.tp_rank() == 0 ? params() + layout_.get("wpe.weight").offset : nullptr;
+    cpu::embedding_forward(s.xs[0], tokens, wte, wpe, B, T, C, layout_.vocab_start(),
+                           layout_.vocab_local());
+    pc_.tp.all_reduce(s.xs[0], size_t(N) * C, ReduceOp::Sum);
+  }
+  for (size_t l = 0; l < w_.size(); ++l)
+    block_forward(s.xs[l + 1], s.xs[l], w_[l], s.layers[l], bs_, dims_, pc_.tp);
+  if (layout_.last_stage()) head(s, targets, dloss);
+}
+
+void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
+  const int N = dims_.N(), C = dims_.C, Vl = layout_.vocab_local();
+  const int vstart = layout_.vocab_start(), V = m_.vocab_size;
+  const float* x = s.xs.back();
+  const ParamSpec& lnw = layout_.get("ln_f.weight");
+  const ParamSpec& lnb = layout_.get("ln_f.bias");
+  const ParamSpec& head = layout_.get(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
+  const float* W = params() + head.offset;  // (Vl, C)
+  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, params() + lnw.offset,
+                         params() + lnb.offset, N, C);
+  cpu::gemm(false, true, N, Vl, C, 1.0f, lnf_, C, W, C, 0.0f, logits_, Vl);  // (N, Vl)
+  if (!targets) return;
+  // Vocab-parallel cross-entropy: the row statistics are reduced over TP, logits never are.
+  cpu::ce_row_max(maxv_, logits_, N, Vl, vstart, V);
+  pc_.tp.all_reduce(maxv_, size_t(N), ReduceOp::Max);
+  cpu::ce_row_sums(sums_, logits_, maxv_, targets, N, Vl, vstart, V);
+  pc_.tp.all_reduce(sums_, size_t(N) * 2, ReduceOp::Sum);
+  cpu::ce_loss(losses_, maxv_, sums_, N);
+  double total = 0;
+  for (int n = 0; n < N; ++n) total += losses_[n];
+  loss_sum_ += total;
+  if (dloss == 0.0f) return;
+  // Backward through the classifier right away: only dlnf is kept, never the logits.
+  cpu::ce_backward_inplace(logits_, maxv_, sums_, targets, dloss, N, Vl, vstart, V);
+  cpu::gemm(false, false, N, C, Vl, 1.0f, logits_, Vl, W, C, 0.0f, dlnf_, C);
+  pc_.tp.all_reduce(dlnf_, size_t(N) * C, ReduceOp::Sum);
+  cpu::gemm(true, false, Vl, C, N, 1.0f, logits_, Vl, lnf_, C, 1.0f, grads() + head.offset, C);
+  std::memset(s.dfinal, 0, size_t(N) * C * sizeof(float));
+  cpu::layernorm_backward(s.dfinal, grads() + lnw.offset, grads() + lnb.offset, dlnf_, x,
+                          params() + lnw.offset, lnf_mean_, lnf_rstd_, N, C);
+}
+
+void GPTStage::backward(int slot, const float* dout, float* dinput) {
+  Slot& s = slots_[size_t(slot)];
+  const float* dcur = layout_.last_stage() ? s.dfinal : dout;
+  LOOM_CHECK(dcur != nullptr, "backward of a middle stage needs the output gradient");
+  const int L = int(w_.size());
+  for (int l = L - 1; l >= 0; --l) {
+    float* dnext = (l == 0 && dinput) ? dinput : dbuf_[(L - 1 - l) % 2];
+    block_backward(dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
+                   s.layers[size_t(l)], bs_, dims_, pc_.tp);
+    dcur = dnext;
+  }
+  if (layout_.first_stage()) {
+    float* dwte = grads() + layout_.get("wte.weight").offset;
+    float* dwpe = grads() + layout_.get("wpe.weight").offset;
+    cpu::embedding_backward(dwte, dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
+                            layout_.vocab_start(), layout_.vocab_local());
+  }
+}
+
+}  // namespace loom

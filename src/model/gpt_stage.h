@@ -1,0 +1,79 @@
+// GPTStage: the part of a GPT-2 model that one rank runs (its pipeline stage, its TP shard):
+// parameters and gradients as flat buffers, activation slots for in-flight micro-batches
+// (allocated once), and explicit forward/backward of one micro-batch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "model/block.h"
+#include "model/param_layout.h"
+#include "parallel/parallel_ctx.h"
+
+namespace loom {
+
+class GPTStage {
+ public:
+  // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once.
+  GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
+           ParallelCtx& pc);
+
+  const ParamLayout& layout() const { return layout_; }
+  float* params() { return params_.f32(); }
+  float* grads() { return grads_.f32(); }
+  size_t num_params() const { return layout_.total(); }
+  int tokens_per_micro_batch() const { return dims_.N(); }
+  int d_model() const { return dims_.C; }
+  size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
+
+  // (N, C) input of the stage for `slot`: the caller fills it before forward on stages > 0.
+  float* input(int slot) { return slots_[size_t(slot)].xs.front(); }
+  // (N, C) output of the stage for `slot` after forward (stages < last).
+  float* output(int slot) { return slots_[size_t(slot)].xs.back(); }
+
+  // Forward of one micro-batch. First stage: tokens (N) are embedded; others read input(slot).
+  // Last stage: computes the logits; with targets (N) also the loss, whose sum is added to
+  // loss_sum(); with dloss > 0 it already back-propagates through the head with that per-token
+  // loss weight (training), so only the head's input gradient is kept, never the logits.
+  // With dloss == 0 (eval) or no targets (generation) the logits stay readable in logits().
+  void forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss);
+  // (N, Vl) this rank's vocab shard of the last forward's logits (last stage, dloss == 0).
+  const float* logits() const { return logits_; }
+
+  // Backward of one micro-batch. dout (N, C) is the gradient of the stage output (ignored on
+  // the last stage, which kept its own). dinput (N, C) receives the gradient of the stage input
+  // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings).
+  void backward(int slot, const float* dout, float* dinput);
+
+  double loss_sum() const { return loss_sum_; }
+  void reset_loss() { loss_sum_ = 0; }
+  void zero_grads() { grads_buf_.zero(); }
+
+ private:
+  struct Slot {
+    std::vector<float*> xs;         // L+1 (N, C): input of layer l, xs[L] the stage output
+    std::vector<BlockActs> layers;  // L
+    int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
+    float* dfinal = nullptr;        // (N, C) last stage: gradient of xs[L]
+  };
+  BlockWeights weights_at(float* base, int layer) const;
+  void head(Slot& s, const int32_t* targets, float dloss);
+
+  const ModelConfig m_;
+  const ParamLayout layout_;
+  ParallelCtx& pc_;
+  BlockDims dims_;
+  Buffer params_buf_, grads_buf_;
+  Tensor params_, grads_;
+  std::vector<BlockWeights> w_, g_;
+  Arena acts_, scratch_;
+  std::vector<Slot> slots_;
+  BlockScratch bs_;
+  // Head scratch (last stage) and backward ping-pong buffers.
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr;
+  float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr, *dlnf_ = nullptr;
+  float *dbuf_[2] = {nullptr, nullptr};
+  double loss_sum_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,115 @@
+// Builds the parameter layout of one (stage, TP rank) and the shard rectangles of each tensor.
+#include "model/param_layout.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace loom {
+
+std::vector<int> split_layers(int n_layer, int pp, const std::vector<int>& stage_layers) {
+  if (!stage_layers.empty()) {
+    LOOM_CHECK(int(stage_layers.size()) == pp, "stage_layers has ", stage_layers.size(),
+               " entries for pp=", pp);
+    return stage_layers;
+  }
+  LOOM_CHECK(n_layer >= pp, "n_layer=", n_layer, " < pp=", pp);
+  std::vector<int> out(size_t(pp), n_layer / pp);
+  for (int s = 0; s < n_layer % pp; ++s) out[size_t(s)]++;
+  return out;
+}
+
+ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage,
+                         const std::vector<int>& stage_layers)
+    : m_(m), tp_(tp), tp_rank_(tp_rank), pp_(pp), stage_(stage), vpad_(m.padded_vocab(tp)) {
+  std::vector<int> split = split_layers(m.n_layer, pp, stage_layers);
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += split[size_t(s)];
+  range_ = {first, split[size_t(stage)]};
+
+  const int64_t C = m.d_model, V = m.vocab_size;
+  if (first_stage()) {
+    add("wte.weight", V, C, 2, Shard::VocabRows, -1);
+    add("wpe.weight", m.positions(), C, 2, Shard::Replicated, -1);
+  }
+  for (int l = first; l < first + range_.num_layers; ++l) {
+    std::string h = "h." + std::to_string(l) + ".";
+    add(h + "ln_1.weight", 1, C, 1, Shard::Replicated, l);
+    add(h + "ln_1.bias", 1, C, 1, Shard::Replicated, l);
+    add(h + "attn.c_attn.weight", C, 3 * C, 2, Shard::QKVCols, l);
+    add(h + "attn.c_attn.bias", 1, 3 * C, 1, Shard::QKVCols, l);
+    add(h + "attn.c_proj.weight", C, C, 2, Shard::Rows, l);
+    add(h + "attn.c_proj.bias", 1, C, 1, Shard::Replicated, l);
+    add(h + "ln_2.weight", 1, C, 1, Shard::Replicated, l);
+    add(h + "ln_2.bias", 1, C, 1, Shard::Replicated, l);
+    add(h + "mlp.c_fc.weight", C, 4 * C, 2, Shard::Cols, l);
+    add(h + "mlp.c_fc.bias", 1, 4 * C, 1, Shard::Cols, l);
+    add(h + "mlp.c_proj.weight", 4 * C, C, 2, Shard::Rows, l);
+    add(h + "mlp.c_proj.bias", 1, C, 1, Shard::Replicated, l);
+  }
+  if (last_stage()) {
+    add("ln_f.weight", 1, C, 1, Shard::Replicated, -1);
+    add("ln_f.bias", 1, C, 1, Shard::Replicated, -1);
+    if (!m.tie_embeddings) {
+      add("lm_head.weight", V, C, 2, Shard::VocabRows, -1);
+    } else if (!first_stage()) {
+      // The tied copy on the last stage; its gradient is summed with stage 0's, and the norm
+      // counts it once (on stage 0).
+      add("wte.weight", V, C, 2, Shard::VocabRows, -1);
+      params_.back().norm_owner = false;
+    }
+  }
+}
+
+void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard,
+                      int layer) {
+  ParamSpec p{name, rows, cols, ndim, rows, cols, shard, ndim >= 2, true, total_, layer};
+  switch (shard) {
+    case Shard::Replicated: p.norm_owner = tp_rank_ == 0; break;
+    case Shard::Rows: p.lrows = rows / tp_; break;
+    case Shard::Cols:
+    case Shard::QKVCols: p.lcols = cols / tp_; break;
+    case Shard::VocabRows: p.lrows = vpad_ / tp_; break;
+  }
+  LOOM_CHECK(p.lrows * tp_ == rows || shard != Shard::Rows, name, " rows ", rows, " % tp ", tp_);
+  LOOM_CHECK(p.lcols * tp_ == cols || (shard != Shard::Cols && shard != Shard::QKVCols), name,
+             " cols ", cols, " % tp ", tp_);
+  total_ += p.numel();
+  params_.push_back(p);
+}
+
+const ParamSpec* ParamLayout::find(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const ParamSpec& ParamLayout::get(const std::string& name) const {
+  const ParamSpec* p = find(name);
+  LOOM_CHECK(p != nullptr, "no parameter '", name, "' on this rank");
+  return *p;
+}
+
+std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
+  switch (p.shard) {
+    case Shard::Replicated: return {{0, 0, 0, 0, p.rows, p.cols}};
+    case Shard::Rows: return {{tp_rank_ * p.lrows, 0, 0, 0, p.lrows, p.cols}};
+    case Shard::Cols: return {{0, tp_rank_ * p.lcols, 0, 0, p.rows, p.lcols}};
+    case Shard::QKVCols: {
+      int64_t part = p.cols / 3, lpart = p.lcols / 3;  // C and C/tp
+      std::vector<ShardBlock> out;
+      for (int64_t j = 0; j < 3; ++j)
+        out.push_back({0, j * part + tp_rank_ * lpart, 0, j * lpart, p.rows, lpart});
+      return out;
+    }
+    case Shard::VocabRows: {
+      int64_t g0 = int64_t(tp_rank_) * p.lrows;
+      int64_t n = std::max<int64_t>(0, std::min<int64_t>(p.lrows, p.rows - g0));
+      if (n == 0) return {};
+      return {{g0, 0, 0, 0, n, p.cols}};
+    }
+  }
+  return {};
+}
+
+}  // namespace loom

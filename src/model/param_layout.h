@@ -1,0 +1,79 @@
+// ParamLayout: which parameters a rank holds (its pipeline stage and tensor-parallel shard),
+// their canonical names and shapes, and where each lives in the rank's flat buffer.
+// A pure function of (model config, tp, tp_rank, stage split, stage): no MPI, no allocation.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace loom {
+
+// How a canonical tensor (seen as 2-D: 1-D tensors are one row) is split over TP ranks.
+enum class Shard {
+  Replicated,  // every TP rank holds it whole (layernorms, row-parallel biases, wpe)
+  Rows,        // split along rows (row-parallel weights: attn.c_proj, mlp.c_proj)
+  Cols,        // split along columns (column-parallel: mlp.c_fc weight and bias)
+  QKVCols,     // columns in three equal parts q|k|v, each split by whole heads (attn.c_attn)
+  VocabRows,   // rows of the padded vocab; rows >= vocab_size are padding (wte, lm_head)
+};
+
+struct ParamSpec {
+  std::string name;     // canonical (Hugging Face GPT-2) name, e.g. "h.3.attn.c_attn.weight"
+  int64_t rows, cols;   // canonical shape as 2-D (1-D tensors: rows = 1)
+  int ndim;             // canonical rank (1 or 2)
+  int64_t lrows, lcols; // this rank's shard
+  Shard shard;
+  bool decay;           // weight decay applies (ndim >= 2)
+  bool norm_owner;      // counts toward the global gradient norm on this rank (replicas once)
+  size_t offset;        // element offset in the flat buffer
+  int layer;            // transformer layer, -1 for embeddings / final norm
+  size_t numel() const { return size_t(lrows) * size_t(lcols); }
+};
+
+// A rectangle of a shard: local [lrow, lrow+rows) x [lcol, lcol+cols) holds canonical
+// [grow, grow+rows) x [gcol, gcol+cols). Padding rows of the vocab are in no block.
+struct ShardBlock {
+  int64_t grow, gcol, lrow, lcol, rows, cols;
+};
+
+struct StageRange {
+  int first_layer, num_layers;
+};
+
+// Layers per stage: `stage_layers` when given, else as even as possible (earlier stages get
+// the extra layers).
+std::vector<int> split_layers(int n_layer, int pp, const std::vector<int>& stage_layers);
+
+class ParamLayout {
+ public:
+  ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage,
+              const std::vector<int>& stage_layers = {});
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  const ParamSpec& get(const std::string& name) const;
+  const ParamSpec* find(const std::string& name) const;
+  size_t total() const { return total_; }  // elements in the flat buffer
+  StageRange layers() const { return range_; }
+  bool first_stage() const { return stage_ == 0; }
+  bool last_stage() const { return stage_ == pp_ - 1; }
+  int tp() const { return tp_; }
+  int tp_rank() const { return tp_rank_; }
+  int padded_vocab() const { return vpad_; }
+  int vocab_local() const { return vpad_ / tp_; }
+  int vocab_start() const { return tp_rank_ * (vpad_ / tp_); }
+
+  std::vector<ShardBlock> blocks(const ParamSpec& p) const;
+
+ private:
+  void add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard, int layer);
+
+  ModelConfig m_;
+  int tp_, tp_rank_, pp_, stage_, vpad_;
+  StageRange range_;
+  std::vector<ParamSpec> params_;
+  size_t total_ = 0;
+};
+
+}  // namespace loom

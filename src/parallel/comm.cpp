@@ -1,0 +1,114 @@
+// MPI implementation of Comm. Counts above INT_MAX elements are split into several calls.
+#include "parallel/comm.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/check.h"
+
+namespace loom {
+
+namespace {
+constexpr size_t kMaxChunk = size_t(1) << 30;
+
+MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+}  // namespace
+
+void mpi_check(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  int world_rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  throw InternalError(str(file, ":", line, ": ", call, " failed on rank ", world_rank, ": ",
+                          std::string(msg, size_t(len))));
+}
+
+Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  LOOM_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  LOOM_MPI(MPI_Comm_rank(comm_, &rank_));
+  LOOM_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+void Comm::all_reduce(float* x, size_t n, ReduceOp op) {
+  if (size_ == 1) return;
+  for (size_t off = 0; off < n; off += kMaxChunk) {
+    int cnt = int(std::min(kMaxChunk, n - off));
+    LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, to_mpi(op), comm_));
+  }
+  bytes_ += n * sizeof(float);
+}
+
+void Comm::all_reduce(double* x, size_t n, ReduceOp op) {
+  if (size_ == 1) return;
+  for (size_t off = 0; off < n; off += kMaxChunk) {
+    int cnt = int(std::min(kMaxChunk, n - off));
+    LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_DOUBLE, to_mpi(op), comm_));
+  }
+  bytes_ += n * sizeof(double);
+}
+
+void Comm::all_reduce(const Tensor& t, ReduceOp op) {
+  LOOM_CHECK(t.device == Device::CPU, "comm '", name_, "': cuda tensors need the NCCL backend");
+  all_reduce(t.f32(), size_t(t.numel()), op);
+}
+
+void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
+  if (size_ == 1) {
+    std::copy(send, send + n, recv);
+    return;
+  }
+  LOOM_CHECK(n <= size_t(INT_MAX), "reduce_scatter of ", n, " elements per rank");
+  LOOM_MPI(MPI_Reduce_scatter_block(send, recv, int(n), MPI_FLOAT, MPI_SUM, comm_));
+  bytes_ += n * size_t(size_) * sizeof(float);
+}
+
+void Comm::all_gather(const float* send, float* recv, size_t n) {
+  if (size_ == 1) {
+    if (recv != send) std::copy(send, send + n, recv);
+    return;
+  }
+  LOOM_CHECK(n <= size_t(INT_MAX), "all_gather of ", n, " elements per rank");
+  if (send == recv + size_t(rank_) * n) send = static_cast<const float*>(MPI_IN_PLACE);
+  LOOM_MPI(MPI_Allgather(send, int(n), MPI_FLOAT, recv, int(n), MPI_FLOAT, comm_));
+  bytes_ += n * sizeof(float);
+}
+
+void Comm::broadcast(void* x, size_t bytes, int root) {
+  if (size_ == 1) return;
+  char* p = static_cast<char*>(x);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int cnt = int(std::min(kMaxChunk, bytes - off));
+    LOOM_MPI(MPI_Bcast(p + off, cnt, MPI_BYTE, root, comm_));
+  }
+  if (rank_ == root) bytes_ += bytes;
+}
+
+void Comm::barrier() {
+  if (size_ > 1) LOOM_MPI(MPI_Barrier(comm_));
+}
+
+MPI_Request Comm::isend(const float* x, size_t n, int peer, int tag) {
+  LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "isend of ", n, " to ", peer);
+  MPI_Request req;
+  LOOM_MPI(MPI_Isend(x, int(n), MPI_FLOAT, peer, tag, comm_, &req));
+  bytes_ += n * sizeof(float);
+  return req;
+}
+
+void Comm::recv(float* x, size_t n, int peer, int tag) {
+  LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "recv of ", n, " from ", peer);
+  MPI_Status st;
+  LOOM_MPI(MPI_Recv(x, int(n), MPI_FLOAT, peer, tag, comm_, &st));
+  int got = 0;
+  MPI_Get_count(&st, MPI_FLOAT, &got);
+  LOOM_CHECK(size_t(got) == n, "comm '", name_, "' received ", got, " floats from ", peer,
+             ", expected ", n);
+}
+
+void Comm::wait(MPI_Request* req) {
+  if (*req != MPI_REQUEST_NULL) LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+}
+
+}  // namespace loom

@@ -1,0 +1,70 @@
+// Executes a pipeline schedule: receive, compute, send (non-blocking), per micro-batch slot.
+#include "pipeline/executor.h"
+
+#include <algorithm>
+
+namespace loom {
+
+namespace {
+constexpr int kGradTag = 1 << 20;  // tags: activations use mb, gradients kGradTag + mb
+}
+
+int PipelineExecutor::slots_needed(const std::string& schedule, int stages, int stage, int m) {
+  return max_in_flight(make_schedule(schedule, stages, stage, m));
+}
+
+PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule,
+                                   int microbatches)
+    : stage_(stage), pc_(pc), microbatches_(microbatches) {
+  const int P = pc.grid.size(Axis::PP);
+  schedule_ = make_schedule(schedule, P, pc.coord.pp, microbatches);
+  num_slots_ = max_in_flight(schedule_);
+  const size_t NC = size_t(stage.tokens_per_micro_batch()) * size_t(stage.d_model());
+  if (!pc.first_stage()) dinput_buf_ = Buffer(size_t(num_slots_) * NC * sizeof(float), Device::CPU);
+  if (!pc.last_stage()) dout_buf_ = Buffer(NC * sizeof(float), Device::CPU);
+  tokens_.resize(size_t(stage.tokens_per_micro_batch()));
+  targets_.resize(tokens_.size());
+  act_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
+  grad_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
+}
+
+void PipelineExecutor::run(const BatchFn& batch, float dloss, Timers& timers) {
+  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
+  double wait_ms = 0;
+  for (const PipeAction& a : schedule_) {
+    const int slot = a.mb % num_slots_;
+    if (a.op == PipeOp::Forward) {
+      Comm::wait(&act_req_[size_t(slot)]);  // the slot's previous output has left
+      if (!pc_.first_stage()) {
+        Stopwatch w;
+        pc_.pp.recv(stage_.input(slot), NC, prev, a.mb);
+        wait_ms += w.ms();
+      }
+      batch(a.mb, tokens_.data(), targets_.data());
+      stage_.forward(slot, tokens_.data(), targets_.data(), dloss);
+      if (!pc_.last_stage())
+        act_req_[size_t(slot)] = pc_.pp.isend(stage_.output(slot), NC, next, a.mb);
+    } else {
+      const float* dout = nullptr;
+      if (!pc_.last_stage()) {
+        Stopwatch w;
+        pc_.pp.recv(static_cast<float*>(dout_buf_.data()), NC, next, kGradTag + a.mb);
+        wait_ms += w.ms();
+        dout = static_cast<const float*>(dout_buf_.data());
+      }
+      float* dinput = nullptr;
+      if (!pc_.first_stage()) {
+        Comm::wait(&grad_req_[size_t(slot)]);
+        dinput = static_cast<float*>(dinput_buf_.data()) + size_t(slot) * NC;
+      }
+      stage_.backward(slot, dout, dinput);
+      if (dinput) grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, prev, kGradTag + a.mb);
+    }
+  }
+  for (auto& r : act_req_) Comm::wait(&r);
+  for (auto& r : grad_req_) Comm::wait(&r);
+  timers.add("pp_wait", wait_ms);
+}
+
+}  // namespace loom

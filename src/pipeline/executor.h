@@ -1,0 +1,38 @@
+// PipelineExecutor: runs one step's schedule on this stage, sending activations forward and
+// their gradients back over the pipeline communicator.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/timer.h"
+#include "model/gpt_stage.h"
+#include "pipeline/schedule.h"
+
+namespace loom {
+
+// Fills tokens (N) and targets (N) of micro-batch `mb` of this rank's share of the step.
+using BatchFn = std::function<void(int mb, int32_t* tokens, int32_t* targets)>;
+
+class PipelineExecutor {
+ public:
+  PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule, int microbatches);
+
+  // Slots (in-flight micro-batches) the stage must be built with for this schedule.
+  static int slots_needed(const std::string& schedule, int stages, int stage, int microbatches);
+
+  // Forward and backward of every micro-batch; gradients accumulate in the stage.
+  // Adds "pp_wait" (time blocked in pipeline receives: bubble + transfer) to timers.
+  void run(const BatchFn& batch, float dloss, Timers& timers);
+
+ private:
+  GPTStage& stage_;
+  ParallelCtx& pc_;
+  Schedule schedule_;
+  int microbatches_, num_slots_;
+  Buffer dinput_buf_, dout_buf_;
+  std::vector<int32_t> tokens_, targets_;
+  std::vector<MPI_Request> act_req_, grad_req_;  // per slot
+};
+
+}  // namespace loom

@@ -1,0 +1,141 @@
+// The training step: pipeline forward/backward over micro-batches, gradient reduction over
+// the tied-embedding and data-parallel groups, global-norm clipping, AdamW.
+#include "train/trainer.h"
+
+#include <cmath>
+
+#include "ckpt/canonical.h"
+#include "core/log.h"
+#include "kernels/global_norm.h"
+#include "model/init.h"
+#include "optim/lr_schedule.h"
+#include "train/flops.h"
+
+namespace loom {
+
+namespace {
+constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel all-reduce
+}
+
+Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples)
+    : cfg_(cfg), pc_(pc), samples_(std::move(samples)) {
+  const auto& par = cfg.parallel;
+  dp_ = pc.grid.size(Axis::DP);
+  microbatches_ = cfg.train.global_batch_size / (dp_ * par.micro_batch_size);
+  layout_ = std::make_unique<ParamLayout>(cfg.model, par.tp, pc.coord.tp, par.pp, pc.coord.pp,
+                                          par.stage_layers);
+  int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
+  stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc);
+  opt_ = std::make_unique<AdamW>(*layout_, cfg.optimizer);
+  exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
+  if (!samples_) {
+    data_ = std::make_unique<DataLoader>(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
+                                         cfg.train.seed);
+    samples_ = [this](int64_t first, int rows, int32_t* in, int32_t* tg) {
+      data_->train_batch(first, rows, in, tg);
+    };
+  }
+  flops_per_token_ = flops_per_token(cfg.model);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::init_weights() {
+  if (!cfg_.train.init_from.empty())
+    load_canonical(cfg_.train.init_from, *layout_, stage_->params());
+  else
+    init_params(*layout_, cfg_.model, cfg_.train.seed, stage_->params());
+}
+
+StepStats Trainer::train_step(int step) {
+  Stopwatch sw;
+  const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
+  const int mb = cfg_.parallel.micro_batch_size;
+  stage_->zero_grads();
+  stage_->reset_loss();
+
+  // This DP rank's rows of the step's global batch, in micro-batches.
+  const int64_t first = int64_t(step - 1) * G + int64_t(pc_.coord.dp) * (G / dp_);
+  BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
+    samples_(first + int64_t(j) * mb, mb, tokens, targets);
+  };
+  Stopwatch fb;
+  exec_->run(batch, 1.0f / float(int64_t(G) * T), timers_);
+  timers_.add("forward_backward", fb.ms());
+
+  // Gradient reductions: the tied embedding between first and last stage, then over DP.
+  Stopwatch comm;
+  float* grads = stage_->grads();
+  if (pc_.embed.size() > 1) {
+    const ParamSpec& wte = layout_->get("wte.weight");
+    pc_.embed.all_reduce(grads + wte.offset, wte.numel(), ReduceOp::Sum);
+  }
+  for (size_t off = 0; off < layout_->total(); off += kBucket)
+    pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_->total() - off), ReduceOp::Sum);
+  timers_.add("dp_comm", comm.ms());
+
+  // Global norm: each element counted once (TP replicas and the tied copy by their owner,
+  // DP replicas by dp rank 0).
+  Stopwatch opt_sw;
+  double sq = 0;
+  if (pc_.coord.dp == 0)
+    for (const ParamSpec& p : layout_->params())
+      if (p.norm_owner) sq += cpu::sum_squares(grads + p.offset, p.numel());
+  pc_.world.all_reduce(&sq, 1, ReduceOp::Sum);
+  StepStats s;
+  s.step = step;
+  s.grad_norm = std::sqrt(sq);
+  float scale = 1.0f;
+  if (cfg_.train.grad_clip > 0) {
+    double coef = cfg_.train.grad_clip / (s.grad_norm + 1e-6);
+    if (coef < 1.0) scale = float(coef);
+  }
+  s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
+  opt_->step(stage_->params(), grads, s.lr, scale, step);
+  timers_.add("optimizer", opt_sw.ms());
+
+  // Mean loss of the global batch: summed by the last stage's TP-rank-0 ranks over DP.
+  double loss = (pc_.last_stage() && pc_.coord.tp == 0) ? stage_->loss_sum() : 0.0;
+  pc_.world.all_reduce(&loss, 1, ReduceOp::Sum);
+  s.loss = loss / (double(G) * T);
+  s.step_ms = sw.ms();
+  return s;
+}
+
+void Trainer::log_step(const StepStats& s) {
+  const double tokens = double(cfg_.train.global_batch_size) * cfg_.model.seq_len;
+  const double tps = tokens / (s.step_ms / 1000.0);
+  nlohmann::json j;
+  j["step"] = s.step;
+  j["loss"] = s.loss;
+  j["lr"] = s.lr;
+  j["grad_norm"] = s.grad_norm;
+  j["tokens"] = int64_t(tokens) * s.step;
+  j["step_ms"] = s.step_ms;
+  j["tokens_per_s"] = tps;
+  if (cfg_.log.peak_flops > 0)
+    j["mfu"] = flops_per_token_ * tps / (cfg_.log.peak_flops * pc_.world.size());
+  else
+    j["mfu"] = nullptr;
+  j["mem_peak_bytes"] = peak_rss_bytes();
+  metrics_.write(j);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | %.1f ms",
+                s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, tps, s.step_ms);
+  info(line);
+}
+
+void Trainer::run() {
+  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), true);
+  if (data_) info(data_->describe());
+  for (int step = 1; step <= cfg_.train.steps; ++step) {
+    StepStats s = train_step(step);
+    if (pc_.rank == 0 && (step % cfg_.train.log_interval == 0 || step == 1 ||
+                          step == cfg_.train.steps))
+      log_step(s);
+  }
+  if (pc_.rank == 0) info("metrics written to ", metrics_.path());
+}
+
+}  // namespace loom

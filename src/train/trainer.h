@@ -1,0 +1,63 @@
+// Trainer: builds this rank's stage of the model, the optimizer, the pipeline executor and the
+// data loader from a validated Config, and runs optimizer steps.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "config/config.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "model/gpt_stage.h"
+#include "optim/adamw.h"
+#include "parallel/parallel_ctx.h"
+#include "pipeline/executor.h"
+#include "train/metrics.h"
+
+namespace loom {
+
+struct StepStats {
+  int step = 0;
+  double loss = 0;       // mean CE of the step's global batch, before the update
+  double grad_norm = 0;  // global L2 norm before clipping
+  double lr = 0;
+  double step_ms = 0;
+};
+
+// Fills `rows` training samples starting at global sample `first`: inputs, targets (rows, T).
+using SampleFn = std::function<void(int64_t first, int rows, int32_t* inputs, int32_t* targets)>;
+
+class Trainer {
+ public:
+  // cfg must be validated; dp resolved (cfg.parallel.dp == world / (tp*pp)). Samples come from
+  // `samples` when given (tests), else from the datasets of cfg.data.
+  Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples = {});
+  ~Trainer();
+
+  // Random init (train.seed) or train.init_from; collective.
+  void init_weights();
+  StepStats train_step(int step);  // step is 1-based
+  void run();                      // every step with logging and metrics
+
+  GPTStage& stage() { return *stage_; }
+  const ParamLayout& layout() const { return *layout_; }
+  AdamW& optimizer() { return *opt_; }
+  const Timers& timers() const { return timers_; }
+
+ private:
+  void log_step(const StepStats& s);
+
+  Config cfg_;
+  ParallelCtx& pc_;
+  int dp_, microbatches_;
+  std::unique_ptr<ParamLayout> layout_;
+  std::unique_ptr<GPTStage> stage_;
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<PipelineExecutor> exec_;
+  std::unique_ptr<DataLoader> data_;
+  SampleFn samples_;
+  MetricsWriter metrics_;
+  Timers timers_;
+  double flops_per_token_ = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,125 @@
+// ParamLayout: shard shapes, offsets, blocks and norm ownership for several (tp, pp) layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "model/init.h"
+#include "model/param_layout.h"
+
+namespace loom {
+namespace {
+
+ModelConfig tiny() {
+  ModelConfig m;
+  m.n_layer = 3;
+  m.n_head = 4;
+  m.d_model = 16;
+  m.vocab_size = 97;
+  m.seq_len = 8;
+  return m;
+}
+
+TEST(ParamLayout, SingleRankHoldsEveryCanonicalTensorWhole) {
+  ModelConfig m = tiny();
+  ParamLayout l(m, 1, 0, 1, 0);
+  EXPECT_EQ(l.params().size(), size_t(2 + 12 * 3 + 2));
+  const ParamSpec& wte = l.get("wte.weight");
+  EXPECT_EQ(wte.rows, 97);
+  EXPECT_EQ(wte.lrows, 128);  // padded to a multiple of 128
+  size_t off = 0;
+  for (const ParamSpec& p : l.params()) {
+    EXPECT_EQ(p.offset, off) << p.name;
+    off += p.numel();
+    EXPECT_EQ(p.decay, p.ndim == 2) << p.name;
+    EXPECT_TRUE(p.norm_owner) << p.name;
+  }
+  EXPECT_EQ(off, l.total());
+}
+
+TEST(ParamLayout, SplitLayersEvenAndExplicit) {
+  EXPECT_EQ(split_layers(5, 2, {}), (std::vector<int>{3, 2}));
+  EXPECT_EQ(split_layers(8, 4, {}), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(split_layers(5, 2, {1, 4}), (std::vector<int>{1, 4}));
+  ModelConfig m = tiny();
+  ParamLayout last(m, 1, 0, 2, 1, {1, 2});
+  EXPECT_EQ(last.layers().first_layer, 1);
+  EXPECT_EQ(last.layers().num_layers, 2);
+  EXPECT_EQ(last.find("wpe.weight"), nullptr);
+  ASSERT_NE(last.find("wte.weight"), nullptr);   // tied copy on the last stage
+  EXPECT_FALSE(last.get("wte.weight").norm_owner);  // counted on stage 0
+  EXPECT_NE(last.find("ln_f.weight"), nullptr);
+}
+
+// Every canonical element is covered by exactly one TP rank's blocks (or by all, replicated).
+TEST(ParamLayout, TensorParallelBlocksTileEveryTensor) {
+  ModelConfig m = tiny();
+  for (int tp : {2, 4}) {
+    std::map<std::string, std::vector<int>> cover;  // name -> count per canonical element
+    std::map<std::string, bool> replicated;
+    for (int r = 0; r < tp; ++r) {
+      ParamLayout l(m, tp, r, 1, 0);
+      for (const ParamSpec& p : l.params()) {
+        auto& c = cover[p.name];
+        c.resize(size_t(p.rows * p.cols));
+        replicated[p.name] = p.shard == Shard::Replicated;
+        EXPECT_EQ(p.norm_owner, p.shard != Shard::Replicated || r == 0) << p.name;
+        for (const ShardBlock& b : l.blocks(p)) {
+          EXPECT_LE(b.lrow + b.rows, p.lrows);
+          EXPECT_LE(b.lcol + b.cols, p.lcols);
+          for (int64_t i = 0; i < b.rows; ++i)
+            for (int64_t j = 0; j < b.cols; ++j) c[size_t((b.grow + i) * p.cols + b.gcol + j)]++;
+        }
+      }
+    }
+    for (auto& [name, c] : cover)
+      for (size_t i = 0; i < c.size(); ++i)
+        ASSERT_EQ(c[i], replicated[name] ? tp : 1) << name << " element " << i << " tp=" << tp;
+  }
+}
+
+TEST(ParamLayout, QkvShardTakesWholeHeadsOfEachPart) {
+  ModelConfig m = tiny();  // C=16, 4 heads of 4
+  ParamLayout l(m, 2, 1, 1, 0);
+  auto blocks = l.blocks(l.get("h.0.attn.c_attn.weight"));
+  ASSERT_EQ(blocks.size(), 3u);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(blocks[size_t(j)].gcol, j * 16 + 8);  // heads 2,3 of q, k, v
+    EXPECT_EQ(blocks[size_t(j)].lcol, j * 8);
+    EXPECT_EQ(blocks[size_t(j)].cols, 8);
+  }
+}
+
+// Initialization is a function of the canonical element only: tp2 shards equal slices of tp1.
+TEST(Init, LayoutIndependent) {
+  ModelConfig m = tiny();
+  ParamLayout full(m, 1, 0, 1, 0);
+  std::vector<float> w(full.total());
+  init_params(full, m, 7, w.data());
+  for (int r = 0; r < 2; ++r) {
+    ParamLayout l(m, 2, r, 1, 0);
+    std::vector<float> s(l.total());
+    init_params(l, m, 7, s.data());
+    for (const ParamSpec& p : l.params()) {
+      const ParamSpec& f = full.get(p.name);
+      for (const ShardBlock& b : l.blocks(p))
+        for (int64_t i = 0; i < b.rows; ++i)
+          for (int64_t j = 0; j < b.cols; ++j)
+            ASSERT_EQ(s[p.offset + size_t((b.lrow + i) * p.lcols + b.lcol + j)],
+                      w[f.offset + size_t((b.grow + i) * f.lcols + b.gcol + j)])
+                << p.name;
+    }
+  }
+  // Statistics: matrices ~ N(0, 0.02), gains 1, biases 0.
+  const ParamSpec& fc = full.get("h.0.mlp.c_fc.weight");
+  double s2 = 0;
+  for (size_t i = 0; i < fc.numel(); ++i) s2 += double(w[fc.offset + i]) * w[fc.offset + i];
+  EXPECT_NEAR(std::sqrt(s2 / double(fc.numel())), 0.02, 0.003);
+  EXPECT_EQ(w[full.get("h.1.ln_2.weight").offset], 1.0f);
+  EXPECT_EQ(w[full.get("h.1.ln_2.bias").offset], 0.0f);
+  EXPECT_EQ(w[full.get("wte.weight").offset + 97 * 16], 0.0f);  // padding row
+}
+
+}  // namespace
+}  // namespace loom
