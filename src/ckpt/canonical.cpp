@@ -55,15 +55,9 @@ void pack(std::vector<char>& out, const ParamSpec& p, const ShardBlock& b, const
   for (int64_t r = 0; r < b.rows; ++r) put(src + (b.lrow + r) * p.lcols + b.lcol, size_t(b.cols) * 4);
 }
 
-struct FullTensor {
-  int64_t rows = 0, cols = 0;
-  int ndim = 0;
-  std::vector<float> data;
-};
-
 // Rebuilds whole canonical tensors from the concatenated blocks of every rank.
-std::map<std::string, FullTensor> unpack(const std::vector<char>& all) {
-  std::map<std::string, FullTensor> tensors;
+std::map<std::string, CanonicalTensor> unpack(const std::vector<char>& all) {
+  std::map<std::string, CanonicalTensor> tensors;
   size_t pos = 0;
   while (pos < all.size()) {
     BlockHeader h;
@@ -71,7 +65,7 @@ std::map<std::string, FullTensor> unpack(const std::vector<char>& all) {
     pos += sizeof h;
     std::string name(&all[pos], h.name_len);
     pos += h.name_len;
-    FullTensor& t = tensors[name];
+    CanonicalTensor& t = tensors[name];
     if (t.data.empty()) {
       t.rows = h.rows, t.cols = h.cols, t.ndim = h.ndim;
       t.data.assign(size_t(h.rows * h.cols), 0.0f);
@@ -86,8 +80,8 @@ std::map<std::string, FullTensor> unpack(const std::vector<char>& all) {
 }
 }  // namespace
 
-void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
-                    ParallelCtx& pc) {
+std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layout,
+                                                        const float* params, ParallelCtx& pc) {
   // Each tensor element is exported by exactly one rank: the dp-rank-0 replica's norm owner.
   std::vector<char> mine;
   if (pc.coord.dp == 0)
@@ -111,9 +105,14 @@ void save_canonical(const std::string& path, const ParamLayout& layout, const fl
   }
   LOOM_MPI(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE,
                        0, pc.world.mpi()));
-  if (pc.rank != 0) return;
+  if (pc.rank != 0) return {};
+  return unpack(all);
+}
 
-  std::map<std::string, FullTensor> tensors = unpack(all);
+void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
+                    ParallelCtx& pc) {
+  std::map<std::string, CanonicalTensor> tensors = gather_canonical(layout, params, pc);
+  if (pc.rank != 0) return;
   std::string tmp = path + ".tmp";
   {
     h5::Handle f = h5::create(tmp);

@@ -7,28 +7,28 @@ namespace loom {
 
 namespace {
 // A communicator of the ranks that share every coordinate except `axis`, ordered along it.
-Comm split_axis(const Grid& grid, int rank, Axis axis) {
+Comm split_axis(MPI_Comm world, const Grid& grid, int rank, Axis axis) {
   Coord c = grid.coord_of(rank);
   Coord base = c;
   (axis == Axis::DP ? base.dp : axis == Axis::PP ? base.pp : base.tp) = 0;
   int color = grid.rank_of(base);
   MPI_Comm sub;
-  LOOM_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, c[axis], &sub));
+  LOOM_MPI(MPI_Comm_split(world, color, c[axis], &sub));
   return Comm(sub, axis_name(axis));
 }
 }  // namespace
 
-std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid) {
+std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world) {
   auto ctx = std::make_unique<ParallelCtx>();
   ctx->grid = grid;
-  ctx->world = Comm(MPI_COMM_WORLD, "world");
+  ctx->world = Comm(world, "world");
   LOOM_CHECK(ctx->world.size() == grid.size(), "world size ", ctx->world.size(),
              " != grid size ", grid.size());
   ctx->rank = ctx->world.rank();
   ctx->coord = grid.coord_of(ctx->rank);
-  ctx->dp = split_axis(grid, ctx->rank, Axis::DP);
-  ctx->pp = split_axis(grid, ctx->rank, Axis::PP);
-  ctx->tp = split_axis(grid, ctx->rank, Axis::TP);
+  ctx->dp = split_axis(world, grid, ctx->rank, Axis::DP);
+  ctx->pp = split_axis(world, grid, ctx->rank, Axis::PP);
+  ctx->tp = split_axis(world, grid, ctx->rank, Axis::TP);
 
   // Embedding group: stage 0 and stage pp-1 of the same (dp, tp); everyone else alone.
   int npp = grid.size(Axis::PP);
@@ -37,11 +37,11 @@ std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid) {
   base.pp = 0;
   int color = member ? grid.rank_of(base) : MPI_UNDEFINED;
   MPI_Comm emb;
-  LOOM_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, ctx->coord.pp, &emb));
+  LOOM_MPI(MPI_Comm_split(world, color, ctx->coord.pp, &emb));
   if (member) ctx->embed = Comm(emb, "embed");
 
   MPI_Comm node;
-  LOOM_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL,
+  LOOM_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL,
                                &node));
   Comm node_comm(node, "node");
   ctx->local_rank = node_comm.rank();

@@ -22,8 +22,8 @@ struct ParallelCtx {
   bool last_stage() const { return coord.pp == grid.size(Axis::PP) - 1; }
 };
 
-// Splits MPI_COMM_WORLD into the axis communicators of `grid` (world size must equal grid size).
-// Warns when a tensor-parallel group spans nodes.
-std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid);
+// Splits `world` (MPI_COMM_WORLD, or a sub-communicator in tests) into the axis communicators
+// of `grid`; its size must equal the grid's. Warns when a tensor-parallel group spans nodes.
+std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world = MPI_COMM_WORLD);
 
 }  // namespace loom
