@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "core/check.h"
+#include "core/timer.h"
 
 namespace loom {
 
@@ -33,20 +34,24 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
 
 void Comm::all_reduce(float* x, size_t n, ReduceOp op) {
   if (size_ == 1) return;
+  Stopwatch sw;
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, n - off));
     LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, to_mpi(op), comm_));
   }
   bytes_ += n * sizeof(float);
+  busy_ms_ += sw.ms();
 }
 
 void Comm::all_reduce(double* x, size_t n, ReduceOp op) {
   if (size_ == 1) return;
+  Stopwatch sw;
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, n - off));
     LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_DOUBLE, to_mpi(op), comm_));
   }
   bytes_ += n * sizeof(double);
+  busy_ms_ += sw.ms();
 }
 
 void Comm::all_reduce(const Tensor& t, ReduceOp op) {
@@ -60,8 +65,10 @@ void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
     return;
   }
   LOOM_CHECK(n <= size_t(INT_MAX), "reduce_scatter of ", n, " elements per rank");
+  Stopwatch sw;
   LOOM_MPI(MPI_Reduce_scatter_block(send, recv, int(n), MPI_FLOAT, MPI_SUM, comm_));
   bytes_ += n * size_t(size_) * sizeof(float);
+  busy_ms_ += sw.ms();
 }
 
 void Comm::all_gather(const float* send, float* recv, size_t n) {
@@ -71,22 +78,29 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
   }
   LOOM_CHECK(n <= size_t(INT_MAX), "all_gather of ", n, " elements per rank");
   if (send == recv + size_t(rank_) * n) send = static_cast<const float*>(MPI_IN_PLACE);
+  Stopwatch sw;
   LOOM_MPI(MPI_Allgather(send, int(n), MPI_FLOAT, recv, int(n), MPI_FLOAT, comm_));
   bytes_ += n * sizeof(float);
+  busy_ms_ += sw.ms();
 }
 
 void Comm::broadcast(void* x, size_t bytes, int root) {
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);
+  Stopwatch sw;
   for (size_t off = 0; off < bytes; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, bytes - off));
     LOOM_MPI(MPI_Bcast(p + off, cnt, MPI_BYTE, root, comm_));
   }
   if (rank_ == root) bytes_ += bytes;
+  busy_ms_ += sw.ms();
 }
 
 void Comm::barrier() {
-  if (size_ > 1) LOOM_MPI(MPI_Barrier(comm_));
+  if (size_ == 1) return;
+  Stopwatch sw;
+  LOOM_MPI(MPI_Barrier(comm_));
+  busy_ms_ += sw.ms();
 }
 
 MPI_Request Comm::isend(const float* x, size_t n, int peer, int tag) {
@@ -100,7 +114,9 @@ MPI_Request Comm::isend(const float* x, size_t n, int peer, int tag) {
 void Comm::recv(float* x, size_t n, int peer, int tag) {
   LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "recv of ", n, " from ", peer);
   MPI_Status st;
+  Stopwatch sw;
   LOOM_MPI(MPI_Recv(x, int(n), MPI_FLOAT, peer, tag, comm_, &st));
+  busy_ms_ += sw.ms();
   int got = 0;
   MPI_Get_count(&st, MPI_FLOAT, &got);
   LOOM_CHECK(size_t(got) == n, "comm '", name_, "' received ", got, " floats from ", peer,
@@ -108,7 +124,10 @@ void Comm::recv(float* x, size_t n, int peer, int tag) {
 }
 
 void Comm::wait(MPI_Request* req) {
-  if (*req != MPI_REQUEST_NULL) LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+  if (*req == MPI_REQUEST_NULL) return;
+  Stopwatch sw;
+  LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+  busy_ms_ += sw.ms();
 }
 
 }  // namespace loom

@@ -42,10 +42,12 @@ class Comm {
   // receives are all satisfiable cannot deadlock.
   MPI_Request isend(const float* x, size_t n, int peer, int tag);
   void recv(float* x, size_t n, int peer, int tag);
-  static void wait(MPI_Request* req);
+  void wait(MPI_Request* req);
 
-  // Bytes this rank sent through collectives and p2p (payload, per call) since construction.
+  // Bytes this rank sent through collectives and p2p (payload, per call) since construction,
+  // and milliseconds spent inside blocking calls (collectives, recv, wait).
   uint64_t bytes_sent() const { return bytes_; }
+  double busy_ms() const { return busy_ms_; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_SELF;
@@ -53,6 +55,7 @@ class Comm {
   int rank_ = 0;
   int size_ = 1;
   uint64_t bytes_ = 0;
+  double busy_ms_ = 0;
 };
 
 }  // namespace loom

@@ -28,19 +28,14 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::
   grad_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
 }
 
-void PipelineExecutor::run(const BatchFn& batch, float dloss, Timers& timers) {
+void PipelineExecutor::run(const BatchFn& batch, float dloss) {
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
-  double wait_ms = 0;
   for (const PipeAction& a : schedule_) {
     const int slot = a.mb % num_slots_;
     if (a.op == PipeOp::Forward) {
-      Comm::wait(&act_req_[size_t(slot)]);  // the slot's previous output has left
-      if (!pc_.first_stage()) {
-        Stopwatch w;
-        pc_.pp.recv(stage_.input(slot), NC, prev, a.mb);
-        wait_ms += w.ms();
-      }
+      pc_.pp.wait(&act_req_[size_t(slot)]);  // the slot's previous output has left
+      if (!pc_.first_stage()) pc_.pp.recv(stage_.input(slot), NC, prev, a.mb);
       batch(a.mb, tokens_.data(), targets_.data());
       stage_.forward(slot, tokens_.data(), targets_.data(), dloss);
       if (!pc_.last_stage())
@@ -48,23 +43,20 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss, Timers& timers) {
     } else {
       const float* dout = nullptr;
       if (!pc_.last_stage()) {
-        Stopwatch w;
         pc_.pp.recv(static_cast<float*>(dout_buf_.data()), NC, next, kGradTag + a.mb);
-        wait_ms += w.ms();
         dout = static_cast<const float*>(dout_buf_.data());
       }
       float* dinput = nullptr;
       if (!pc_.first_stage()) {
-        Comm::wait(&grad_req_[size_t(slot)]);
+        pc_.pp.wait(&grad_req_[size_t(slot)]);
         dinput = static_cast<float*>(dinput_buf_.data()) + size_t(slot) * NC;
       }
       stage_.backward(slot, dout, dinput);
       if (dinput) grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, prev, kGradTag + a.mb);
     }
   }
-  for (auto& r : act_req_) Comm::wait(&r);
-  for (auto& r : grad_req_) Comm::wait(&r);
-  timers.add("pp_wait", wait_ms);
+  for (auto& r : act_req_) pc_.pp.wait(&r);
+  for (auto& r : grad_req_) pc_.pp.wait(&r);
 }
 
 }  // namespace loom

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "core/timer.h"
 #include "model/gpt_stage.h"
 #include "pipeline/schedule.h"
 
@@ -21,9 +20,9 @@ class PipelineExecutor {
   // Slots (in-flight micro-batches) the stage must be built with for this schedule.
   static int slots_needed(const std::string& schedule, int stages, int stage, int microbatches);
 
-  // Forward and backward of every micro-batch; gradients accumulate in the stage.
-  // Adds "pp_wait" (time blocked in pipeline receives: bubble + transfer) to timers.
-  void run(const BatchFn& batch, float dloss, Timers& timers);
+  // Forward and backward of every micro-batch; gradients accumulate in the stage. Time blocked
+  // in pipeline receives (bubble + transfer) is counted by pc.pp.busy_ms().
+  void run(const BatchFn& batch, float dloss);
 
  private:
   GPTStage& stage_;

@@ -59,24 +59,19 @@ StepStats Trainer::train_step(int step) {
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
-  Stopwatch fb;
-  exec_->run(batch, 1.0f / float(int64_t(G) * T), timers_);
-  timers_.add("forward_backward", fb.ms());
+  exec_->run(batch, 1.0f / float(int64_t(G) * T));
 
   // Gradient reductions: the tied embedding between first and last stage, then over DP.
-  Stopwatch comm;
   float* grads = stage_->grads();
-  if (pc_.embed.size() > 1) {
+  if (pc_.embed.size() > 1 && cfg_.model.tie_embeddings) {
     const ParamSpec& wte = layout_->get("wte.weight");
     pc_.embed.all_reduce(grads + wte.offset, wte.numel(), ReduceOp::Sum);
   }
   for (size_t off = 0; off < layout_->total(); off += kBucket)
     pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_->total() - off), ReduceOp::Sum);
-  timers_.add("dp_comm", comm.ms());
 
   // Global norm: each element counted once (TP replicas and the tied copy by their owner,
   // DP replicas by dp rank 0).
-  Stopwatch opt_sw;
   double sq = 0;
   if (pc_.coord.dp == 0)
     for (const ParamSpec& p : layout_->params())
@@ -91,6 +86,7 @@ StepStats Trainer::train_step(int step) {
     if (coef < 1.0) scale = float(coef);
   }
   s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
+  Stopwatch opt_sw;
   opt_->step(stage_->params(), grads, s.lr, scale, step);
   timers_.add("optimizer", opt_sw.ms());
 
@@ -99,6 +95,7 @@ StepStats Trainer::train_step(int step) {
   pc_.world.all_reduce(&loss, 1, ReduceOp::Sum);
   s.loss = loss / (double(G) * T);
   s.step_ms = sw.ms();
+  timers_.add("step", s.step_ms);
   return s;
 }
 
@@ -135,7 +132,26 @@ void Trainer::run() {
                           step == cfg_.train.steps))
       log_step(s);
   }
+  print_breakdown(cfg_.train.steps);
   if (pc_.rank == 0) info("metrics written to ", metrics_.path());
+}
+
+void Trainer::print_breakdown(int steps) {
+  // Per-step averages; each figure is the maximum over ranks (the slowest rank sets the pace).
+  const auto& t = timers_.totals();
+  auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
+  double v[6] = {total("step"), pc_.tp.busy_ms(), pc_.pp.busy_ms(),
+                 pc_.dp.busy_ms() + pc_.embed.busy_ms(), pc_.world.busy_ms(), total("optimizer")};
+  pc_.world.all_reduce(v, 6, ReduceOp::Max);
+  for (double& x : v) x /= steps;
+  const double comm = v[1] + v[2] + v[3] + v[4];
+  const int P = pc_.grid.size(Axis::PP), m = microbatches_;
+  info(str("time per step (ms, max over ranks): total ", v[0], " | compute ", v[0] - comm - v[5],
+           " | optimizer ", v[5], " | tp comm ", v[1], " | pp wait (bubble + transfer) ", v[2],
+           " | dp comm ", v[3], " | norm/loss reduce ", v[4]));
+  if (P > 1)
+    info(str("pipeline: measured pp wait ", 100.0 * v[2] / v[0], "% of the step; ideal 1F1B bubble ",
+             "(pp-1)/(m+pp-1) = ", 100.0 * (P - 1) / (m + P - 1), "% with pp=", P, " m=", m));
 }
 
 }  // namespace loom

@@ -45,6 +45,7 @@ class Trainer {
 
  private:
   void log_step(const StepStats& s);
+  void print_breakdown(int steps);
 
   Config cfg_;
   ParallelCtx& pc_;
