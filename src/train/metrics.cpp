@@ -16,7 +16,7 @@ MetricsWriter::MetricsWriter(const std::string& run_dir, bool truncate) {
   if (!out_) throw UserError(str("run.dir: cannot write '", path_, "'"));
 }
 
-void MetricsWriter::write(const nlohmann::json& line) {
+void MetricsWriter::write(const nlohmann::ordered_json& line) {
   if (!out_.is_open()) return;
   out_ << line.dump() << "\n";
   out_.flush();

@@ -12,7 +12,7 @@ class MetricsWriter {
   MetricsWriter() = default;
   // truncate: start a new file (fresh run) instead of appending (resumed run).
   MetricsWriter(const std::string& run_dir, bool truncate);
-  void write(const nlohmann::json& line);
+  void write(const nlohmann::ordered_json& line);
   const std::string& path() const { return path_; }
 
  private:

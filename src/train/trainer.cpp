@@ -102,7 +102,7 @@ StepStats Trainer::train_step(int step) {
 void Trainer::log_step(const StepStats& s) {
   const double tokens = double(cfg_.train.global_batch_size) * cfg_.model.seq_len;
   const double tps = tokens / (s.step_ms / 1000.0);
-  nlohmann::json j;
+  nlohmann::ordered_json j;  // keys in the order of the metrics contract
   j["step"] = s.step;
   j["loss"] = s.loss;
   j["lr"] = s.lr;
@@ -137,21 +137,31 @@ void Trainer::run() {
 }
 
 void Trainer::print_breakdown(int steps) {
-  // Per-step averages; each figure is the maximum over ranks (the slowest rank sets the pace).
+  // Per-step averages over steps and ranks. Communication time is time spent inside blocking
+  // calls, so it includes waiting for slower ranks (load imbalance) as well as transfer.
   const auto& t = timers_.totals();
   auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
-  double v[6] = {total("step"), pc_.tp.busy_ms(), pc_.pp.busy_ms(),
-                 pc_.dp.busy_ms() + pc_.embed.busy_ms(), pc_.world.busy_ms(), total("optimizer")};
-  pc_.world.all_reduce(v, 6, ReduceOp::Max);
-  for (double& x : v) x /= steps;
-  const double comm = v[1] + v[2] + v[3] + v[4];
+  double v[7] = {total("step"), 0, total("optimizer"), pc_.tp.busy_ms(), pc_.pp.busy_ms(),
+                 pc_.dp.busy_ms() + pc_.embed.busy_ms(), pc_.world.busy_ms()};
+  v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6];  // compute
+  pc_.world.all_reduce(v, 7, ReduceOp::Sum);
+  for (double& x : v) x /= double(steps) * pc_.world.size();
+  auto pct = [&](double x) { return 100.0 * x / v[0]; };
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "time per step (mean over ranks): %.1f ms = compute %.1f%% + optimizer %.1f%% + "
+                "tp comm %.1f%% + pp wait (bubble + transfer) %.1f%% + dp comm %.1f%% + "
+                "norm/loss reduce %.1f%%",
+                v[0], pct(v[1]), pct(v[2]), pct(v[3]), pct(v[4]), pct(v[5]), pct(v[6]));
+  info(line);
   const int P = pc_.grid.size(Axis::PP), m = microbatches_;
-  info(str("time per step (ms, max over ranks): total ", v[0], " | compute ", v[0] - comm - v[5],
-           " | optimizer ", v[5], " | tp comm ", v[1], " | pp wait (bubble + transfer) ", v[2],
-           " | dp comm ", v[3], " | norm/loss reduce ", v[4]));
-  if (P > 1)
-    info(str("pipeline: measured pp wait ", 100.0 * v[2] / v[0], "% of the step; ideal 1F1B bubble ",
-             "(pp-1)/(m+pp-1) = ", 100.0 * (P - 1) / (m + P - 1), "% with pp=", P, " m=", m));
+  if (P > 1) {
+    std::snprintf(line, sizeof line,
+                  "pipeline: measured pp wait %.1f%% of the step; ideal bubble (pp-1)/(m+pp-1) = "
+                  "%.1f%% for pp=%d, m=%d micro-batches",
+                  pct(v[4]), 100.0 * (P - 1) / (m + P - 1), P, m);
+    info(line);
+  }
 }
 
 }  // namespace loom

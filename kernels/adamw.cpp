@@ -1,0 +1,34 @@
+// AdamW cpu twin with torch.optim.AdamW's (single-tensor, torch 1.13) fp32 order of operations.
+#include "kernels/adamw.h"
+
+#include <cmath>
+
+namespace loom::cpu {
+
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const AdamWParams& p) {
+  // Scalars are python floats (double) in torch and are cast to fp32 when they meet a tensor.
+  const double lr = p.lr, b1 = p.beta1, b2 = p.beta2;
+  const float decay = (float)(1.0 - lr * (double)p.weight_decay);  // param.mul_(1 - lr*wd)
+  const float beta1 = p.beta1, beta2 = p.beta2;
+  const float one_m_b1 = (float)(1.0 - b1), one_m_b2 = (float)(1.0 - b2);
+  const double bc1 = 1.0 - std::pow(b1, (double)p.step);
+  const double bc2 = 1.0 - std::pow(b2, (double)p.step);
+  const float neg_step_size = (float)(-(lr / bc1));  // addcdiv_ value = -lr / bc1
+  const float bc2_sqrt = (float)std::sqrt(bc2);
+  const float eps = p.eps, gs = p.grad_scale;
+  const long long N = (long long)n;
+#pragma omp parallel for simd schedule(static) if (N >= (1 << 15))
+  for (long long i = 0; i < N; i++) {
+    const float g = grad[i] * gs;
+    const float pi = param[i] * decay;
+    const float mi = m[i] * beta1 + one_m_b1 * g;         // exp_avg.mul_(b1).add_(g, 1-b1)
+    const float vi = v[i] * beta2 + one_m_b2 * g * g;     // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;   // (v.sqrt() / sqrt(bc2)).add_(eps)
+    param[i] = pi + neg_step_size * mi / denom;           // param.addcdiv_(m, denom, -lr/bc1)
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+}  // namespace loom::cpu

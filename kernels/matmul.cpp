@@ -1,0 +1,52 @@
+// Linear layer and gemm wrapper, cpu twin: OpenBLAS sgemm plus a deterministic bias reduction.
+#include "kernels/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+namespace loom::cpu {
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+                    int OC) {
+  float beta = 0.0f;
+  if (bias) {  // out (N, OC) <- bias broadcast, then accumulate the product into it
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) std::memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
+    beta = 1.0f;
+  }
+  gemm(false, false, N, OC, IC, 1.0f, inp, IC, w, OC, beta, out, OC);
+}
+
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                     const float* w, int N, int IC, int OC) {
+  // dinp (N, IC) = dout (N, OC) @ w^T (OC, IC)
+  if (dinp) gemm(false, true, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC);
+  // dw (IC, OC) += inp^T (IC, N) @ dout (N, OC)
+  gemm(true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC);
+  if (!dbias) return;
+  // dbias (OC) += column sums: threads own column blocks, rows summed in order (deterministic).
+  constexpr int kBlock = 64;
+  const int nblocks = (OC + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    const int c0 = blk * kBlock, bw = std::min(kBlock, OC - c0);
+    float acc[kBlock] = {};  // (bw)
+    for (int n = 0; n < N; n++) {
+      const float* g = dout + (size_t)n * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < bw; c++) acc[c] += g[c];
+    }
+    for (int c = 0; c < bw; c++) dbias[c0 + c] += acc[c];
+  }
+}
+
+}  // namespace loom::cpu

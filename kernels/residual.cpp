@@ -1,0 +1,21 @@
+// Residual add and gradient accumulation, cpu twin (elementwise, vectorized).
+#include "kernels/residual.h"
+
+namespace loom::cpu {
+namespace {
+constexpr long long kParallelMin = 1 << 15;
+}
+
+void residual_forward(float* out, const float* a, const float* b, size_t n) {
+  const long long N = (long long)n;
+#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+  for (long long i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+void add_inplace(float* acc, const float* x, size_t n) {
+  const long long N = (long long)n;
+#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+  for (long long i = 0; i < N; i++) acc[i] += x[i];
+}
+
+}  // namespace loom::cpu
