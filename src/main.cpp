@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blas_setup.h"
 #include "core/exec_ctx.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
@@ -69,6 +70,8 @@ int cmd_train(const Args& a) {
   auto pc = make_parallel_ctx(grid);
   set_log_prefix(str("[loom r", pc->rank, " ", grid.describe(pc->rank), "] "), pc->rank == 0);
   configure_cpu_threads(default_num_threads(pc->local_size));
+  info("cpu backend: ", default_num_threads(pc->local_size), " OpenMP threads per rank, OpenBLAS ",
+       blas_core_name(), " kernels");
   info("model ", cfg.model.n_layer, "L ", cfg.model.n_head, "H ", cfg.model.d_model,
        "C vocab ", cfg.model.vocab_size, " T ", cfg.model.seq_len, " | grid dp", cfg.parallel.dp,
        " x pp", cfg.parallel.pp, " x tp", cfg.parallel.tp, " | ", cfg.train.steps, " steps of ",
@@ -93,6 +96,7 @@ int abort_job(const char* what, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::ensure_fast_blas(argv);
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1, code = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,0 +1,28 @@
+// Re-executes the process with OPENBLAS_CORETYPE when OpenBLAS picked its generic kernels.
+#include "core/blas_setup.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+extern "C" char* openblas_get_corename(void);
+
+namespace loom {
+
+const char* blas_core_name() { return openblas_get_corename(); }
+
+void ensure_fast_blas(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user (or we) chose already
+  const char* core = openblas_get_corename();
+  if (core == nullptr || std::strcmp(core, "Prescott") != 0) return;
+  const char* better = nullptr;
+  if (__builtin_cpu_supports("avx512f")) better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2")) better = "Haswell";
+  if (better == nullptr) return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the slow kernels
+}
+
+}  // namespace loom
