@@ -1,8 +1,10 @@
 // GPTStage: allocation of parameters/activations, and forward/backward of one micro-batch.
 #include "model/gpt_stage.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/classifier.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
@@ -11,22 +13,29 @@
 namespace loom {
 
 GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch,
-                   int num_slots, ParallelCtx& pc)
-    : m_(m), layout_(layout), pc_(pc) {
+                   int num_slots, ParallelCtx& pc, size_t param_capacity, GradHooks hooks)
+    : m_(m), layout_(layout), pc_(pc), hooks_(std::move(hooks)) {
   const int tp = layout.tp();
   dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
   const size_t N = size_t(dims_.N()), C = size_t(dims_.C), L = size_t(layout.layers().num_layers);
 
-  params_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
-  grads_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
+  const size_t cap = std::max(param_capacity, layout.total());
+  params_buf_ = Buffer(cap * sizeof(float), Device::CPU);
   params_buf_.zero();
-  grads_buf_.zero();
-  params_ = Tensor(params_buf_.data(), DType::F32, Device::CPU, {int64_t(layout.total())});
-  grads_ = Tensor(grads_buf_.data(), DType::F32, Device::CPU, {int64_t(layout.total())});
+  params_ = Tensor(params_buf_.data(), DType::F32, Device::CPU, {int64_t(cap)});
+  if (!hooks_.where) {  // default placement: one flat buffer shaped like the parameters
+    grads_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
+    grads_buf_.zero();
+    grads_ = Tensor(grads_buf_.data(), DType::F32, Device::CPU, {int64_t(layout.total())});
+    float* base = grads_.f32();
+    hooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
+  }
+  float* pbase = params_.f32();
+  auto param_at = [pbase](const ParamSpec& p) { return pbase + p.offset; };
   for (size_t l = 0; l < L; ++l) {
     int layer = layout.layers().first_layer + int(l);
-    w_.push_back(weights_at(params_.f32(), layer));
-    g_.push_back(weights_at(grads_.f32(), layer));
+    w_.push_back(weights_at(param_at, layer));
+    g_.push_back(weights_at(hooks_.where, layer));
   }
 
   // Activation slots: reserve every tensor, allocate once, then hand out pointers.
@@ -55,7 +64,7 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
   const size_t Vl = size_t(layout.vocab_local());
   size_t o_bs = scratch_.reserve(BlockScratch::floats(dims_) * 4);
   size_t o_d0 = scratch_.reserve(N * C * 4), o_d1 = scratch_.reserve(N * C * 4);
-  size_t o_head = layout.last_stage() ? scratch_.reserve((N * C * 2 + N * 6 + N * Vl) * 4) : 0;
+  size_t o_head = layout.last_stage() ? scratch_.reserve((N * C * 2 + N * 7 + N * Vl) * 4) : 0;
   scratch_.allocate();
   bs_ = block_scratch_at(at(scratch_, o_bs), dims_);
   dbuf_[0] = at(scratch_, o_d0);
@@ -67,15 +76,17 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     lnf_mean_ = p, p += N;
     lnf_rstd_ = p, p += N;
     maxv_ = p, p += N;
+    lmax_ = p, p += N;
     losses_ = p, p += N;
     sums_ = p, p += 2 * N;
     logits_ = p;
   }
 }
 
-BlockWeights GPTStage::weights_at(float* base, int layer) const {
+BlockWeights GPTStage::weights_at(const std::function<float*(const ParamSpec&)>& at,
+                                  int layer) const {
   std::string h = "h." + std::to_string(layer) + ".";
-  auto p = [&](const char* name) { return base + layout_.get(h + name).offset; };
+  auto p = [&](const char* name) { return at(layout_.get(h + name)); };
   return BlockWeights{p("ln_1.weight"),      p("ln_1.bias"),       p("attn.c_attn.weight"),
                       p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
                       p("ln_2.weight"),      p("ln_2.bias"),       p("mlp.c_fc.weight"),
@@ -109,23 +120,26 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   const float* W = params() + head.offset;  // (Vl, C)
   cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, params() + lnw.offset,
                          params() + lnb.offset, N, C);
-  cpu::gemm(false, true, N, Vl, C, 1.0f, lnf_, C, W, C, 0.0f, logits_, Vl);  // (N, Vl)
+  // Logits (N, Vl) and this shard's softmax statistics, computed in vocab chunks while hot.
+  cpu::classifier_forward(logits_, targets ? maxv_ : nullptr, targets ? sums_ : nullptr, lnf_, W,
+                          targets, N, C, Vl, vstart, V);
   if (!targets) return;
   // Vocab-parallel cross-entropy: the row statistics are reduced over TP, logits never are.
-  cpu::ce_row_max(maxv_, logits_, N, Vl, vstart, V);
-  pc_.tp.all_reduce(maxv_, size_t(N), ReduceOp::Max);
-  cpu::ce_row_sums(sums_, logits_, maxv_, targets, N, Vl, vstart, V);
-  pc_.tp.all_reduce(sums_, size_t(N) * 2, ReduceOp::Sum);
+  if (pc_.tp.size() > 1) {
+    std::memcpy(lmax_, maxv_, size_t(N) * sizeof(float));
+    pc_.tp.all_reduce(maxv_, size_t(N), ReduceOp::Max);
+    cpu::ce_rescale_sums(sums_, lmax_, maxv_, N);
+    pc_.tp.all_reduce(sums_, size_t(N) * 2, ReduceOp::Sum);
+  }
   cpu::ce_loss(losses_, maxv_, sums_, N);
   double total = 0;
   for (int n = 0; n < N; ++n) total += losses_[n];
   loss_sum_ += total;
   if (dloss == 0.0f) return;
   // Backward through the classifier right away: only dlnf is kept, never the logits.
-  cpu::ce_backward_inplace(logits_, maxv_, sums_, targets, dloss, N, Vl, vstart, V);
-  cpu::gemm(false, false, N, C, Vl, 1.0f, logits_, Vl, W, C, 0.0f, dlnf_, C);
+  cpu::classifier_backward(dlnf_, grads() + head.offset, logits_, maxv_, sums_, targets, dloss,
+                           lnf_, W, N, C, Vl, vstart, V);
   pc_.tp.all_reduce(dlnf_, size_t(N) * C, ReduceOp::Sum);
-  cpu::gemm(true, false, Vl, C, N, 1.0f, logits_, Vl, lnf_, C, 1.0f, grads() + head.offset, C);
   std::memset(s.dfinal, 0, size_t(N) * C * sizeof(float));
   cpu::layernorm_backward(s.dfinal, grads() + lnw.offset, grads() + lnb.offset, dlnf_, x,
                           params() + lnw.offset, lnf_mean_, lnf_rstd_, N, C);
@@ -141,13 +155,13 @@ void GPTStage::backward(int slot, const float* dout, float* dinput) {
     block_backward(dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
     dcur = dnext;
+    if (hooks_.layer_done) hooks_.layer_done(layout_.layers().first_layer + l);
   }
   if (layout_.first_stage()) {
-    float* dwte = grads() + layout_.get("wte.weight").offset;
-    float* dwpe = grads() + layout_.get("wpe.weight").offset;
-    cpu::embedding_backward(dwte, dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
-                            layout_.vocab_start(), layout_.vocab_local());
+    cpu::embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B,
+                            dims_.T, dims_.C, layout_.vocab_start(), layout_.vocab_local());
   }
+  if (hooks_.backward_done) hooks_.backward_done();
 }
 
 }  // namespace loom

@@ -3,6 +3,8 @@
 // (allocated once), and explicit forward/backward of one micro-batch.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
@@ -12,19 +14,31 @@
 
 namespace loom {
 
+// Where gradients go. By default one flat buffer shaped like the parameters (grads()). A sharded
+// optimizer (ZeRO-2) instead places each tensor's gradient itself and takes them over after
+// each layer's backward and after each micro-batch's backward, every micro-batch.
+struct GradHooks {
+  std::function<float*(const ParamSpec&)> where;  // storage of each tensor's gradient
+  std::function<void(int layer)> layer_done;      // global layer index; its grads are final
+  std::function<void()> backward_done;            // end of one micro-batch's backward
+};
+
 class GPTStage {
  public:
-  // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once.
+  // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once;
+  // param_capacity >= layout.total(): the flat parameter buffer is padded to it (ZeRO shards).
   GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
-           ParallelCtx& pc);
+           ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {});
 
   const ParamLayout& layout() const { return layout_; }
   float* params() { return params_.f32(); }
-  float* grads() { return grads_.f32(); }
+  float* grads() { return grads_.data ? grads_.f32() : nullptr; }  // default placement only
   size_t num_params() const { return layout_.total(); }
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
+  size_t param_bytes() const { return params_buf_.bytes(); }
+  size_t grad_bytes() const { return grads_buf_.bytes(); }  // 0 with custom placement
 
   // (N, C) input of the stage for `slot`: the caller fills it before forward on stages > 0.
   float* input(int slot) { return slots_[size_t(slot)].xs.front(); }
@@ -47,7 +61,7 @@ class GPTStage {
 
   double loss_sum() const { return loss_sum_; }
   void reset_loss() { loss_sum_ = 0; }
-  void zero_grads() { grads_buf_.zero(); }
+  void zero_grads() { grads_buf_.zero(); }  // default placement (hooks zero their own)
 
  private:
   struct Slot {
@@ -56,13 +70,15 @@ class GPTStage {
     int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
     float* dfinal = nullptr;        // (N, C) last stage: gradient of xs[L]
   };
-  BlockWeights weights_at(float* base, int layer) const;
+  BlockWeights weights_at(const std::function<float*(const ParamSpec&)>& at, int layer) const;
+  float* grad(const std::string& name) const { return hooks_.where(layout_.get(name)); }
   void head(Slot& s, const int32_t* targets, float dloss);
 
   const ModelConfig m_;
   const ParamLayout layout_;
   ParallelCtx& pc_;
   BlockDims dims_;
+  GradHooks hooks_;
   Buffer params_buf_, grads_buf_;
   Tensor params_, grads_;
   std::vector<BlockWeights> w_, g_;
@@ -72,6 +88,7 @@ class GPTStage {
   // Head scratch (last stage) and backward ping-pong buffers.
   float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr;
   float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr, *dlnf_ = nullptr;
+  float* lmax_ = nullptr;  // (N) this TP rank's row max, before the MAX all-reduce
   float *dbuf_[2] = {nullptr, nullptr};
   double loss_sum_ = 0;
 };

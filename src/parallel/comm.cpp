@@ -59,6 +59,18 @@ void Comm::all_reduce(const Tensor& t, ReduceOp op) {
   all_reduce(t.f32(), size_t(t.numel()), op);
 }
 
+void Comm::reduce(float* x, size_t n, int root) {
+  if (size_ == 1) return;
+  Stopwatch sw;
+  for (size_t off = 0; off < n; off += kMaxChunk) {
+    int cnt = int(std::min(kMaxChunk, n - off));
+    const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(x + off);
+    LOOM_MPI(MPI_Reduce(send, x + off, cnt, MPI_FLOAT, MPI_SUM, root, comm_));
+  }
+  bytes_ += n * sizeof(float);
+  busy_ms_ += sw.ms();
+}
+
 void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
   if (size_ == 1) {
     std::copy(send, send + n, recv);

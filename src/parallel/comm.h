@@ -30,6 +30,8 @@ class Comm {
   void all_reduce(float* x, size_t n, ReduceOp op);
   void all_reduce(double* x, size_t n, ReduceOp op);
   void all_reduce(const Tensor& t, ReduceOp op);
+  // In place at `root`: x (n) becomes the sum over ranks; other ranks' x is left as it was.
+  void reduce(float* x, size_t n, int root);
   // recv (n) = sum over ranks of send[rank*n, rank*n+n): send holds size()*n elements.
   void reduce_scatter(const float* send, float* recv, size_t n);
   // recv (size()*n) = concatenation of every rank's send (n).

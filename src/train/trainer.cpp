@@ -2,20 +2,16 @@
 // the tied-embedding and data-parallel groups, global-norm clipping, AdamW.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ckpt/canonical.h"
 #include "core/log.h"
-#include "kernels/global_norm.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
 #include "train/flops.h"
 
 namespace loom {
-
-namespace {
-constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel all-reduce
-}
 
 Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples)
     : cfg_(cfg), pc_(pc), samples_(std::move(samples)) {
@@ -25,8 +21,10 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples)
   layout_ = std::make_unique<ParamLayout>(cfg.model, par.tp, pc.coord.tp, par.pp, pc.coord.pp,
                                           par.stage_layers);
   int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
-  stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc);
-  opt_ = std::make_unique<AdamW>(*layout_, cfg.optimizer);
+  opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc);
+  stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc,
+                                      opt_->param_capacity(), opt_->grad_hooks());
+  opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
   if (!samples_) {
     data_ = std::make_unique<DataLoader>(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
@@ -51,7 +49,7 @@ StepStats Trainer::train_step(int step) {
   Stopwatch sw;
   const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
   const int mb = cfg_.parallel.micro_batch_size;
-  stage_->zero_grads();
+  opt_->zero_grad();
   stage_->reset_loss();
 
   // This DP rank's rows of the step's global batch, in micro-batches.
@@ -61,25 +59,9 @@ StepStats Trainer::train_step(int step) {
   };
   exec_->run(batch, 1.0f / float(int64_t(G) * T));
 
-  // Gradient reductions: the tied embedding between first and last stage, then over DP.
-  float* grads = stage_->grads();
-  if (pc_.embed.size() > 1 && cfg_.model.tie_embeddings) {
-    const ParamSpec& wte = layout_->get("wte.weight");
-    pc_.embed.all_reduce(grads + wte.offset, wte.numel(), ReduceOp::Sum);
-  }
-  for (size_t off = 0; off < layout_->total(); off += kBucket)
-    pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_->total() - off), ReduceOp::Sum);
-
-  // Global norm: each element counted once (TP replicas and the tied copy by their owner,
-  // DP replicas by dp rank 0).
-  double sq = 0;
-  if (pc_.coord.dp == 0)
-    for (const ParamSpec& p : layout_->params())
-      if (p.norm_owner) sq += cpu::sum_squares(grads + p.offset, p.numel());
-  pc_.world.all_reduce(&sq, 1, ReduceOp::Sum);
   StepStats s;
   s.step = step;
-  s.grad_norm = std::sqrt(sq);
+  s.grad_norm = opt_->reduce_grads_and_norm();
   float scale = 1.0f;
   if (cfg_.train.grad_clip > 0) {
     double coef = cfg_.train.grad_clip / (s.grad_norm + 1e-6);
@@ -87,7 +69,7 @@ StepStats Trainer::train_step(int step) {
   }
   s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
   Stopwatch opt_sw;
-  opt_->step(stage_->params(), grads, s.lr, scale, step);
+  opt_->step(s.lr, scale, step);
   timers_.add("optimizer", opt_sw.ms());
 
   // Mean loss of the global batch: summed by the last stage's TP-rank-0 ranks over DP.
@@ -126,6 +108,7 @@ void Trainer::log_step(const StepStats& s) {
 void Trainer::run() {
   if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), true);
   if (data_) info(data_->describe());
+  print_memory();
   for (int step = 1; step <= cfg_.train.steps; ++step) {
     StepStats s = train_step(step);
     if (pc_.rank == 0 && (step % cfg_.train.log_interval == 0 || step == 1 ||
@@ -133,7 +116,29 @@ void Trainer::run() {
       log_step(s);
   }
   print_breakdown(cfg_.train.steps);
+  double peak = double(peak_rss_bytes());
+  pc_.world.all_reduce(&peak, 1, ReduceOp::Max);
+  info(str("peak resident memory: ", int64_t(peak / (1 << 20)), " MiB on the largest rank"));
   if (pc_.rank == 0) info("metrics written to ", metrics_.path());
+}
+
+void Trainer::print_memory() {
+  // Rank 0's buffers and the largest rank's (pipeline stages differ; ZeRO shards shrink them).
+  MemoryReport r = opt_->memory();
+  double v[5] = {double(r.params), double(r.grads), double(r.grad_buckets), double(r.optimizer),
+                 double(r.activations)};
+  double mx[5];
+  std::copy(v, v + 5, mx);
+  pc_.world.all_reduce(mx, 5, ReduceOp::Max);
+  auto mib = [](double b) { return b / double(1 << 20); };
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "memory per rank (MiB, rank 0 / largest rank), ZeRO stage %d: params %.1f / %.1f | "
+                "grads %.1f / %.1f (+ buckets %.1f / %.1f) | optimizer state %.1f / %.1f | "
+                "activations %.1f / %.1f",
+                opt_->stage(), mib(v[0]), mib(mx[0]), mib(v[1]), mib(mx[1]), mib(v[2]), mib(mx[2]),
+                mib(v[3]), mib(mx[3]), mib(v[4]), mib(mx[4]));
+  info(line);
 }
 
 void Trainer::print_breakdown(int steps) {

@@ -8,7 +8,7 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "model/gpt_stage.h"
-#include "optim/adamw.h"
+#include "optim/zero.h"
 #include "parallel/parallel_ctx.h"
 #include "pipeline/executor.h"
 #include "train/metrics.h"
@@ -40,19 +40,20 @@ class Trainer {
 
   GPTStage& stage() { return *stage_; }
   const ParamLayout& layout() const { return *layout_; }
-  AdamW& optimizer() { return *opt_; }
+  ZeroOptimizer& optimizer() { return *opt_; }
   const Timers& timers() const { return timers_; }
 
  private:
   void log_step(const StepStats& s);
   void print_breakdown(int steps);
+  void print_memory();
 
   Config cfg_;
   ParallelCtx& pc_;
   int dp_, microbatches_;
   std::unique_ptr<ParamLayout> layout_;
   std::unique_ptr<GPTStage> stage_;
-  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<ZeroOptimizer> opt_;
   std::unique_ptr<PipelineExecutor> exec_;
   std::unique_ptr<DataLoader> data_;
   SampleFn samples_;

@@ -21,6 +21,7 @@ SampleFn synthetic_samples(int vocab, int seq_len);
 struct RunResult {
   std::vector<double> losses;                         // every step, on every rank
   std::map<std::string, CanonicalTensor> weights;     // on rank 0 of `world` only
+  MemoryReport memory;                                // this rank's buffers
 };
 
 // Trains cfg for cfg.train.steps steps on the ranks of `world` (its size = dp*pp*tp).

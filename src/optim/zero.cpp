@@ -1,0 +1,190 @@
+// ZeRO stages 0-2 over the data-parallel group: shard arithmetic, gradient reduction and
+// placement, sharded AdamW and the parameter all-gather.
+#include "optim/zero.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/adamw.h"
+#include "kernels/global_norm.h"
+
+namespace loom {
+
+namespace {
+constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel all-reduce call
+}
+
+size_t zero_shard_size(size_t total, int dp) { return (total + size_t(dp) - 1) / size_t(dp); }
+
+ShardRange zero_shard(size_t total, int dp, int rank) {
+  size_t s = zero_shard_size(total, dp);
+  return {std::min(total, size_t(rank) * s), std::min(total, size_t(rank + 1) * s)};
+}
+
+ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc)
+    : layout_(layout), cfg_(cfg.optimizer), pc_(pc), stage_(cfg.optimizer.zero_stage),
+      dp_(pc.dp.size()) {
+  tied_across_stages_ = cfg.model.tie_embeddings && pc.grid.size(Axis::PP) > 1;
+  shard_size_ = zero_shard_size(layout.total(), dp_);
+  shard_ = stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
+  const size_t state = shard_.hi - shard_.lo;
+  m_ = Buffer(state * sizeof(float), Device::CPU);
+  v_ = Buffer(state * sizeof(float), Device::CPU);
+  m_.zero();
+  v_.zero();
+  if (stage_ < 2) return;
+
+  // Stage 2: the reduced gradient shard, a staging buffer for one layer, one for the rest.
+  grad_shard_ = Buffer(shard_size_ * sizeof(float), Device::CPU);
+  std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
+  size_t other = 0;
+  for (const ParamSpec& p : layout.params()) {
+    if (p.layer >= 0) {
+      auto it = layers.emplace(p.layer, std::make_pair(p.offset, p.offset)).first;
+      it->second.second = p.offset + p.numel();
+    } else {
+      other_offset_[p.offset] = other;
+      other += p.numel();
+    }
+  }
+  size_t widest = 0;
+  for (auto& [l, r] : layers) {
+    layer_begin_.push_back(r.first);
+    layer_end_.push_back(r.second);
+    widest = std::max(widest, r.second - r.first);
+  }
+  layer_stage_ = Buffer(widest * sizeof(float), Device::CPU);
+  other_stage_ = Buffer(other * sizeof(float), Device::CPU);
+  zero_grad();
+}
+
+bool ZeroOptimizer::deferred(const ParamSpec& p) const {
+  // The tied embedding must be summed between the first and last stage before the DP
+  // reduction; it stays whole in its staging buffer until the end of the step.
+  return tied_across_stages_ && p.name == "wte.weight";
+}
+
+GradHooks ZeroOptimizer::grad_hooks() {
+  if (stage_ < 2) return {};
+  GradHooks h;
+  const int first_layer = layout_.layers().first_layer;
+  h.where = [this, first_layer](const ParamSpec& p) {
+    if (p.layer >= 0)
+      return static_cast<float*>(layer_stage_.data()) +
+             (p.offset - layer_begin_[size_t(p.layer - first_layer)]);
+    return static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
+  };
+  h.layer_done = [this, first_layer](int layer) {
+    size_t l = size_t(layer - first_layer);
+    float* data = static_cast<float*>(layer_stage_.data());
+    reduce_to_owners(layer_begin_[l], layer_end_[l], data);
+    std::fill(data, data + (layer_end_[l] - layer_begin_[l]), 0.0f);
+  };
+  h.backward_done = [this] {
+    for (const ParamSpec& p : layout_.params()) {
+      if (p.layer >= 0 || deferred(p)) continue;
+      float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
+      reduce_to_owners(p.offset, p.offset + p.numel(), data);
+      std::fill(data, data + p.numel(), 0.0f);
+    }
+  };
+  return h;
+}
+
+void ZeroOptimizer::attach(GPTStage& stage) {
+  LOOM_CHECK(stage.param_bytes() >= param_capacity() * sizeof(float), "parameter buffer of ",
+             stage.param_bytes(), " bytes is smaller than the ZeRO padding needs");
+  model_ = &stage;
+}
+
+void ZeroOptimizer::zero_grad() {
+  if (stage_ < 2) {
+    model_->zero_grads();
+    return;
+  }
+  grad_shard_.zero();
+  layer_stage_.zero();
+  other_stage_.zero();
+}
+
+// Sums data (elements [begin, end) of the flat layout) over the DP group into the owners'
+// gradient shards: one in-place reduce per shard the range touches.
+void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
+  const int me = pc_.dp.rank();
+  for (int d = 0; d < dp_; ++d) {
+    size_t lo = std::max(begin, size_t(d) * shard_size_);
+    size_t hi = std::min(end, size_t(d + 1) * shard_size_);
+    if (lo >= hi) continue;
+    float* piece = data + (lo - begin);
+    pc_.dp.reduce(piece, hi - lo, d);
+    if (d == me) {
+      float* dst = static_cast<float*>(grad_shard_.data()) + (lo - shard_.lo);
+      for (size_t i = 0; i < hi - lo; ++i) dst[i] += piece[i];
+    }
+  }
+}
+
+const float* ZeroOptimizer::shard_grads() const {
+  if (stage_ < 2) return model_->grads() + shard_.lo;
+  return static_cast<const float*>(grad_shard_.data());
+}
+
+double ZeroOptimizer::reduce_grads_and_norm() {
+  if (stage_ < 2) {
+    float* grads = model_->grads();
+    if (tied_across_stages_ && pc_.embed.size() > 1) {
+      const ParamSpec& wte = layout_.get("wte.weight");
+      pc_.embed.all_reduce(grads + wte.offset, wte.numel(), ReduceOp::Sum);
+    }
+    for (size_t off = 0; off < layout_.total(); off += kBucket)
+      pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
+  } else if (tied_across_stages_ && pc_.embed.size() > 1) {
+    const ParamSpec& wte = layout_.get("wte.weight");
+    float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(wte.offset);
+    pc_.embed.all_reduce(data, wte.numel(), ReduceOp::Sum);
+    reduce_to_owners(wte.offset, wte.offset + wte.numel(), data);
+    std::fill(data, data + wte.numel(), 0.0f);
+  }
+  // Each element once: TP replicas and the tied copy by their owner (norm_owner), DP replicas
+  // by the shard owner (stage 0: dp rank 0 holds the one "shard").
+  double sq = 0;
+  if (stage_ > 0 || pc_.dp.rank() == 0) {
+    const float* g = shard_grads();
+    for (const ParamSpec& p : layout_.params()) {
+      if (!p.norm_owner) continue;
+      size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
+      if (lo < hi) sq += cpu::sum_squares(g + (lo - shard_.lo), hi - lo);
+    }
+  }
+  pc_.world.all_reduce(&sq, 1, ReduceOp::Sum);
+  return std::sqrt(sq);
+}
+
+void ZeroOptimizer::step(double lr, float grad_scale, int step) {
+  float* params = model_->params();
+  const float* g = shard_grads();
+  for (const ParamSpec& p : layout_.params()) {
+    size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
+    if (lo >= hi) continue;
+    cpu::AdamWParams a{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps),
+                       p.decay ? float(cfg_.weight_decay) : 0.0f, step, grad_scale};
+    size_t k = lo - shard_.lo;
+    cpu::adamw_update(params + lo, g + k, m() + k, v() + k, hi - lo, a);
+  }
+  if (stage_ > 0) {
+    float* mine = params + size_t(pc_.dp.rank()) * shard_size_;
+    pc_.dp.all_gather(mine, params, shard_size_);
+  }
+}
+
+MemoryReport ZeroOptimizer::memory() const {
+  MemoryReport r;
+  r.params = model_->param_bytes();
+  r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
+  r.grad_buckets = layer_stage_.bytes() + other_stage_.bytes();
+  r.optimizer = m_.bytes() + v_.bytes();
+  r.activations = model_->activation_bytes();
+  return r;
+}
+
+}  // namespace loom
