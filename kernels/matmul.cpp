@@ -2,17 +2,36 @@
 #include "kernels/matmul.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
 namespace loom::cpu {
+namespace {
+std::atomic<bool> g_stats_on{false};
+GemmStats g_stats;  // touched only outside parallel regions (one thread)
+}  // namespace
+
+void gemm_stats_enable(bool on) { g_stats_on.store(on, std::memory_order_relaxed); }
+void gemm_stats_reset() { g_stats = GemmStats{}; }
+GemmStats gemm_stats() { return g_stats; }
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
+  const bool timed = g_stats_on.load(std::memory_order_relaxed) && !omp_in_parallel();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (timed) {
+    g_stats.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count();
+    g_stats.flops += 2.0 * M * double(N) * K;
+    g_stats.calls++;
+  }
 }
 
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,

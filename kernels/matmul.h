@@ -17,4 +17,14 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                      const float* w, int N, int IC, int OC);
 
+// Optional GEMM accounting for benchmarks (off by default; a relaxed flag check when off): every
+// gemm() called outside an OpenMP parallel region adds its wall time and 2*M*N*K flops.
+struct GemmStats {
+  long long calls = 0;
+  double flops = 0, ms = 0;
+};
+void gemm_stats_enable(bool on);
+void gemm_stats_reset();
+GemmStats gemm_stats();
+
 }  // namespace loom::cpu

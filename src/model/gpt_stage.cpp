@@ -137,11 +137,11 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   loss_sum_ += total;
   if (dloss == 0.0f) return;
   // Backward through the classifier right away: only dlnf is kept, never the logits.
-  cpu::classifier_backward(dlnf_, grads() + head.offset, logits_, maxv_, sums_, targets, dloss,
+  cpu::classifier_backward(dlnf_, hooks_.where(head), logits_, maxv_, sums_, targets, dloss,
                            lnf_, W, N, C, Vl, vstart, V);
   pc_.tp.all_reduce(dlnf_, size_t(N) * C, ReduceOp::Sum);
   std::memset(s.dfinal, 0, size_t(N) * C * sizeof(float));
-  cpu::layernorm_backward(s.dfinal, grads() + lnw.offset, grads() + lnb.offset, dlnf_, x,
+  cpu::layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), dlnf_, x,
                           params() + lnw.offset, lnf_mean_, lnf_rstd_, N, C);
 }
 
