@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/matmul.h"
+#include "kernels/vmath.h"
 
 namespace loom::cpu {
 namespace {
@@ -44,8 +45,9 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 #pragma omp simd reduction(max : mx)
       for (int s = 0; s <= t; s++) mx = std::max(mx, row[s]);
       float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
       for (int s = 0; s <= t; s++) {
-        const float e = std::exp(row[s] - mx);
+        const float e = exp_clamped(row[s] - mx);
         row[s] = e;
         sum += e;
       }

@@ -9,7 +9,8 @@
 
 namespace loom::cpu {
 
-// Vocab columns per chunk for N rows: an (N, chunk) block of about 1 MiB, a multiple of 64.
+// Vocab columns per chunk for N rows: an (N, chunk) block of about 4 MiB (>= 1024 columns).
+// The functions below use it when their `chunk` argument is 0 (tests pass small chunks).
 int classifier_chunk(int N, int Vl);
 
 // logits (N, Vl) = x (N, C) @ W^T, W (Vl, C) (overwritten; kept for eval and the backward).
@@ -18,7 +19,8 @@ int classifier_chunk(int N, int Vl);
 // max), [1] = the target logit when the target is in the shard, else 0 (targets may be nullptr
 // only without stats).
 void classifier_forward(float* logits, float* maxv, float* sums, const float* x, const float* W,
-                        const int32_t* targets, int N, int C, int Vl, int vstart, int V);
+                        const int32_t* targets, int N, int C, int Vl, int vstart, int V,
+                        int chunk = 0);
 
 // After the MAX all-reduce: sums[2n] *= exp(local_max[n] - global_max[n]) (0 for an empty shard),
 // so the SUM all-reduce adds sums of exp(logit - global max).
@@ -28,6 +30,6 @@ void ce_rescale_sums(float* sums, const float* local_max, const float* global_ma
 // place (0 at padding), dx (N, C) = dlogits @ W (overwritten), dW (Vl, C) += dlogits^T @ x.
 void classifier_backward(float* dx, float* dW, float* logits, const float* maxv, const float* sums,
                          const int32_t* targets, float dloss, const float* x, const float* W, int N,
-                         int C, int Vl, int vstart, int V);
+                         int C, int Vl, int vstart, int V, int chunk = 0);
 
 }  // namespace loom::cpu

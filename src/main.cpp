@@ -6,10 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/canonical.h"
+#include "ckpt/checkpoint.h"
 #include "core/blas_setup.h"
 #include "core/exec_ctx.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
+#include "train/flops.h"
+#include "train/signals.h"
 #include "train/startup.h"
 #include "train/trainer.h"
 
@@ -21,6 +25,9 @@ const char* kUsage =
     "commands:\n"
     "  train CONFIG.yaml [--set key.path=value]...   train a GPT model (run every rank under\n"
     "                                                mpirun/srun; world = dp*pp*tp ranks)\n"
+    "  export CHECKPOINT OUT.h5|OUT.safetensors      gather a checkpoint (a step directory, or a\n"
+    "                                                checkpoint.dir with 'latest') into canonical\n"
+    "                                                GPT-2 weights; one process\n"
     "\n"
     "options:\n"
     "  --set key.path=value   override any config key, e.g. --set train.steps=100\n"
@@ -32,7 +39,7 @@ const char* kUsage =
 bool g_running = false;
 
 struct Args {
-  std::string command, config;
+  std::string command, config, extra;  // config: the first operand, extra: the second
   std::vector<std::string> overrides;
   bool help = false;
 };
@@ -53,6 +60,8 @@ Args parse_args(int argc, char** argv) {
       a.command = s;
     } else if (a.config.empty()) {
       a.config = s;
+    } else if (a.extra.empty() && a.command == "export") {
+      a.extra = s;
     } else {
       throw loom::UserError(loom::str("unexpected argument '", s, "'; see loom --help"));
     }
@@ -79,6 +88,8 @@ int cmd_train(const Args& a) {
   std::unique_ptr<Trainer> trainer;
   collectively([&] { trainer = std::make_unique<Trainer>(cfg, *pc); });
   collectively([&] { trainer->init_weights(); });
+  trainer->resume();
+  install_stop_signals();
   g_running = true;
   trainer->run();
   return 0;
@@ -91,6 +102,26 @@ int abort_job(const char* what, int world) {
   std::fflush(stderr);
   if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   return 1;
+}
+
+int cmd_export(const Args& a) {
+  using namespace loom;
+  if (a.config.empty() || a.extra.empty())
+    throw UserError("loom export needs a checkpoint and an output: loom export CKPT OUT.h5");
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world != 1) throw UserError("run loom export as one process (not under mpirun -np N)");
+  std::string dir = resolve_checkpoint_dir(a.config);
+  Config cfg = checkpoint_config(dir);
+  verify_checkpoint(dir, cfg.model);
+  ParamLayout layout(cfg.model, 1, 0, 1, 0);
+  std::vector<float> params(layout.total());
+  read_checkpoint_tensors(dir, layout, params.data(), nullptr, nullptr);
+  auto pc = make_parallel_ctx(Grid(1, 1, 1));
+  save_canonical(a.extra, layout, params.data(), *pc);
+  std::printf("loom export: %s -> %s (%lld parameters)\n", dir.c_str(), a.extra.c_str(),
+              static_cast<long long>(count_params(cfg.model)));
+  return 0;
 }
 
 }  // namespace
@@ -108,6 +139,8 @@ int main(int argc, char** argv) {
       code = a.help ? 0 : 2;
     } else if (a.command == "train") {
       code = cmd_train(a);
+    } else if (a.command == "export") {
+      code = cmd_export(a);
     } else {
       throw loom::UserError(loom::str("unknown command '", a.command, "'; see loom --help"));
     }

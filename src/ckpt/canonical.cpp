@@ -1,30 +1,93 @@
-// Canonical HDF5 weights: shard-wise hyperslab reads, and a gather-to-rank-0 writer.
+// Canonical weights: shard-wise reads (HDF5 hyperslabs or safetensors blocks), and a
+// gather-to-rank-0 writer of either format.
 #include "ckpt/canonical.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "ckpt/hdf5_util.h"
+#include "ckpt/safetensors.h"
 
 namespace loom {
 
+namespace {
+template <typename T>
+std::string dims_str(const std::vector<T>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+template <typename T>
+void check_shape(const std::string& path, const ParamSpec& p, const std::vector<T>& got) {
+  std::vector<T> want = p.ndim == 1 ? std::vector<T>{T(p.cols)} : std::vector<T>{T(p.rows), T(p.cols)};
+  if (got != want)
+    throw UserError(str("init file '", path, "': tensor '", p.name, "' has shape ", dims_str(got),
+                        ", the model needs ", dims_str(want), " (check model.* against the file)"));
+}
+
+std::string missing_hint(const ParamSpec& p) {
+  if (p.name == "lm_head.weight")
+    return "the model has model.tie_embeddings: false; set it to true to use wte as lm_head";
+  return "";
+}
+
+// Safetensors: tensors are found with or without the "transformer." prefix of a
+// GPT2LMHeadModel state dict; entries the layout does not name are never looked at.
+void load_safetensors(const std::string& path, const ParamLayout& layout, float* params) {
+  SafetensorsFile f(path);
+  std::vector<std::string> names;
+  for (const ParamSpec& p : layout.params()) {
+    const std::string prefixed = "transformer." + p.name;
+    const StTensorInfo* plain = f.find(p.name);
+    const StTensorInfo* pref = f.find(prefixed);
+    if (plain && pref)
+      throw UserError(str("init file '", path, "': holds both '", p.name, "' and '", prefixed,
+                          "' (keep one of them)"));
+    if (!plain && !pref)
+      throw UserError(str("init file '", path, "': missing tensor '", p.name, "' (nor '",
+                          prefixed, "' found",
+                          missing_hint(p).empty() ? "" : "; " + missing_hint(p), ")"));
+    const StTensorInfo& t = plain ? *plain : *pref;
+    names.push_back(plain ? p.name : prefixed);
+    check_shape(path, p, t.shape);
+    if (!t.is_float())
+      throw UserError(str("init file '", path, "': tensor '", names.back(), "' has dtype ",
+                          t.dtype_name, "; weights must be F32, F16, BF16 or F64"));
+  }
+  size_t i = 0;
+  for (const ParamSpec& p : layout.params()) {
+    const std::string& name = names[i++];
+    float* dst = params + p.offset;
+    std::memset(dst, 0, p.numel() * sizeof(float));
+    for (const ShardBlock& b : layout.blocks(p))
+      f.read_block_f32(name, b.grow, b.gcol, b.rows, b.cols, dst + b.lrow * p.lcols + b.lcol,
+                       p.lcols);
+  }
+}
+}  // namespace
+
+bool is_safetensors_path(const std::string& path) {
+  static const std::string ext = ".safetensors";
+  if (path.size() < ext.size()) return false;
+  for (size_t i = 0; i < ext.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(path[path.size() - ext.size() + i])) != ext[i])
+      return false;
+  return true;
+}
+
 void load_canonical(const std::string& path, const ParamLayout& layout, float* params) {
+  if (is_safetensors_path(path)) return load_safetensors(path, layout, params);
   h5::Handle f = h5::open_read(path, "init file");
   // Check every tensor first, so a bad file leaves the parameters untouched.
   for (const ParamSpec& p : layout.params()) {
     if (!h5::has_dataset(f.get(), p.name))
-      throw UserError(str("init file '", path, "': missing tensor '", p.name, "'"));
-    std::vector<hsize_t> got = h5::dataset_shape(f.get(), p.name, path);
-    std::vector<hsize_t> want = p.ndim == 1 ? std::vector<hsize_t>{hsize_t(p.cols)}
-                                            : std::vector<hsize_t>{hsize_t(p.rows), hsize_t(p.cols)};
-    if (got != want) {
-      std::string g = "[", w = "[";
-      for (size_t i = 0; i < got.size(); ++i) g += (i ? "," : "") + std::to_string(got[i]);
-      for (size_t i = 0; i < want.size(); ++i) w += (i ? "," : "") + std::to_string(want[i]);
-      throw UserError(str("init file '", path, "': tensor '", p.name, "' has shape ", g,
-                          "], the model needs ", w, "] (check model.* against the file)"));
-    }
+      throw UserError(str("init file '", path, "': missing tensor '", p.name, "'",
+                          missing_hint(p).empty() ? "" : " (" + missing_hint(p) + ")"));
+    check_shape(path, p, h5::dataset_shape(f.get(), p.name, path));
   }
   for (const ParamSpec& p : layout.params()) {
     float* dst = params + p.offset;
@@ -109,10 +172,47 @@ std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layou
   return unpack(all);
 }
 
+std::string hf_gpt2_config_json(const ModelConfig& m) {
+  nlohmann::json c = {
+      {"model_type", "gpt2"},
+      {"architectures", nlohmann::json::array({"GPT2LMHeadModel"})},
+      {"vocab_size", m.vocab_size},
+      {"n_positions", m.positions()},
+      {"n_ctx", m.positions()},
+      {"n_embd", m.d_model},
+      {"n_layer", m.n_layer},
+      {"n_head", m.n_head},
+      {"n_inner", nullptr},  // 4 * n_embd
+      {"activation_function", "gelu_new"},  // the tanh form
+      {"layer_norm_epsilon", 1e-5},
+      {"initializer_range", 0.02},
+      {"resid_pdrop", m.dropout},
+      {"embd_pdrop", m.dropout},
+      {"attn_pdrop", m.dropout},
+      {"scale_attn_weights", true},
+      {"scale_attn_by_inverse_layer_idx", false},
+      {"reorder_and_upcast_attn", false},
+      {"tie_word_embeddings", m.tie_embeddings},
+      {"torch_dtype", "float32"},
+      {"use_cache", true},
+  };
+  if (m.vocab_size > 50256) c["bos_token_id"] = c["eos_token_id"] = 50256;  // <|endoftext|>
+  return c.dump(2) + "\n";
+}
+
 void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
-                    ParallelCtx& pc) {
+                    ParallelCtx& pc, const ModelConfig* model) {
   std::map<std::string, CanonicalTensor> tensors = gather_canonical(layout, params, pc);
   if (pc.rank != 0) return;
+  if (is_safetensors_path(path)) {
+    write_safetensors(path, tensors, {{"format", "pt"}});  // "pt": what transformers expects
+    if (model) {
+      size_t slash = path.find_last_of('/');
+      std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+      write_file_atomic(dir + "config.json", hf_gpt2_config_json(*model));
+    }
+    return;
+  }
   std::string tmp = path + ".tmp";
   {
     h5::Handle f = h5::create(tmp);

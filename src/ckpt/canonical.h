@@ -1,5 +1,5 @@
-// Canonical weights (design "Model"): one HDF5 file with the Hugging Face GPT-2 tensor names
-// and unpadded shapes. Loading reads only this rank's shard; saving gathers every shard.
+// Canonical weights (design "Model"): HDF5 (or safetensors) with the Hugging Face GPT-2 tensor
+// names and unpadded shapes. Loading reads only this rank's shard; saving gathers every shard.
 #pragma once
 #include <map>
 #include <string>
@@ -13,6 +13,9 @@ namespace loom {
 // Fills this rank's parameters from a canonical file. Throws UserError naming the file and the
 // tensor when a tensor is missing or has the wrong shape; padding vocab rows are set to zero.
 // Nothing is written to `params` unless every tensor checks out.
+// A path ending in ".safetensors" is read as a Hugging Face safetensors file (F32, F16, BF16 or
+// F64; names with or without the "transformer." prefix; other entries such as the attn.bias mask
+// buffers, and lm_head.weight of a tied model, are ignored). Any other path is HDF5.
 void load_canonical(const std::string& path, const ParamLayout& layout, float* params);
 
 // A whole canonical tensor: shape as in the file (1-D tensors have rows == 1, ndim == 1).
@@ -29,7 +32,15 @@ std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layou
 
 // Gathers the parameters of the dp-rank-0 replica to world rank 0, which writes `path`
 // (under a temporary name, renamed when complete). Collective over the world communicator.
+// A path ending in ".safetensors" is written as F32 safetensors; with `model` given, a Hugging
+// Face GPT-2 `config.json` is also written in the same directory (overwriting one there).
 void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
-                    ParallelCtx& pc);
+                    ParallelCtx& pc, const ModelConfig* model = nullptr);
+
+// True when `path` names a safetensors file (by its extension).
+bool is_safetensors_path(const std::string& path);
+
+// The Hugging Face GPT2LMHeadModel config.json for `m` (pretty-printed JSON text).
+std::string hf_gpt2_config_json(const ModelConfig& m);
 
 }  // namespace loom

@@ -73,6 +73,19 @@ void write_f32(hid_t file, const std::string& name, const std::vector<hsize_t>& 
   LOOM_H5(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path);
 }
 
+void write_f32_2d(hid_t file, const std::string& name, hsize_t rows, hsize_t cols,
+                  const float* data, const std::string& path) {
+  hsize_t dims[2] = {rows, cols};
+  Handle sp(LOOM_H5(H5Screate_simple(2, dims, nullptr), path), H5Sclose);
+  Handle lcpl(LOOM_H5(H5Pcreate(H5P_LINK_CREATE), path), H5Pclose);
+  LOOM_H5(H5Pset_create_intermediate_group(lcpl.get(), 1), path);
+  Handle ds(LOOM_H5(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, sp.get(), lcpl.get(),
+                               H5P_DEFAULT, H5P_DEFAULT),
+                    path),
+            H5Dclose);
+  LOOM_H5(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path);
+}
+
 void read_block_f32(hid_t file, const std::string& name, hsize_t row0, hsize_t col0, hsize_t rows,
                     hsize_t cols, float* dst, hsize_t ld, const std::string& path) {
   Handle ds(LOOM_H5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path), H5Dclose);

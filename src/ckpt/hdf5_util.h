@@ -39,6 +39,9 @@ std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const st
 // Writes an fp32 dataset of the given shape (contiguous data).
 void write_f32(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
                const float* data, const std::string& path);
+// Writes a 2-D fp32 dataset at a path like "param/h.0.ln_1.weight/0", creating the groups.
+void write_f32_2d(hid_t file, const std::string& path_in_file, hsize_t rows, hsize_t cols,
+                  const float* data, const std::string& path);
 // Reads rows x cols starting at (row0, col0) of a (viewed as 2-D) dataset into dst with row
 // stride ld, converting to fp32.
 void read_block_f32(hid_t file, const std::string& name, hsize_t row0, hsize_t col0, hsize_t rows,

@@ -299,12 +299,6 @@ void check_checkpoint(const CheckpointConfig& k, Checker& c) {
       c.add(str("checkpoint.resume: ", quoted(k.resume),
                 " would be read as a checkpoint path; did you mean ", quoted(guess),
                 "? (use auto, none or a path)"));
-    else
-      c.add(str("checkpoint.resume: ", quoted(k.resume),
-                " is not supported yet (checkpoints have not landed); use none"));
-  } else if (k.resume != "auto" && k.resume != "none") {
-    c.add(str("checkpoint.resume: ", quoted(k.resume),
-              " is not supported yet (checkpoints have not landed); use none"));
   }
 }
 
@@ -316,9 +310,6 @@ void check_not_yet_implemented(const Config& cfg, Checker& c) {
   if (cfg.train.eval_interval > 0)
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
               " is not supported yet (no evaluation during training); set 0"));
-  if (cfg.checkpoint.save_interval > 0)
-    c.add(str("checkpoint.save_interval: ", cfg.checkpoint.save_interval,
-              " is not supported yet (checkpoints have not landed); set 0"));
   if (cfg.log.tensorboard) c.add("log.tensorboard: true is not supported yet; set false");
   if (cfg.device == "cuda")
     c.add("device: cuda is not supported yet (the CUDA backend has not landed); use device: cpu");

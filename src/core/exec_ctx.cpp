@@ -1,6 +1,7 @@
 // Thread configuration of the cpu backend.
 #include "core/exec_ctx.h"
 
+#include <cblas.h>
 #include <omp.h>
 #include <pmmintrin.h>
 #include <xmmintrin.h>
@@ -23,6 +24,9 @@ int default_num_threads(int local_ranks) {
 
 void configure_cpu_threads(int num_threads) {
   omp_set_num_threads(num_threads);
+  // OpenBLAS's OpenMP build follows omp_set_num_threads; a pthreads build keeps its own pool,
+  // sized from the cores at load time: size it too, so ranks sharing a node never oversubscribe.
+  openblas_set_num_threads(num_threads);
   // Denormals make fp32 math on tiny gradients tens of times slower; flush them on every thread.
 #pragma omp parallel
   {

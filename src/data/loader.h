@@ -42,15 +42,16 @@ class DataLoader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Per-DP-rank slicing of a global batch, as Megatron's pretraining sampler does it: the step whose
-// first global sample is `step_first` hands data-parallel rank r, for its micro-batch m
-// (0-based), the `micro_batch_size` consecutive samples starting at
-//   step_first + (m * dp + r) * micro_batch_size.
-// So the union over ranks and micro-batches is exactly [step_first, step_first + G) for any
-// layout with G = micro_batch_size * micro_batches * dp, and the loss of a step is the same set.
-inline int64_t micro_batch_first_sample(int64_t step_first, int micro, int micro_batch_size,
-                                        int dp, int dp_rank) {
-  return step_first + (int64_t(micro) * dp + dp_rank) * int64_t(micro_batch_size);
+// Per-DP-rank slicing of a global batch of G samples starting at global sample `step_first`:
+// data-parallel rank r owns the contiguous block [step_first + r*G/dp, step_first + (r+1)*G/dp)
+// and its micro-batch m (0-based) is the `micro_batch_size` samples starting at
+//   step_first + r * (G / dp) + m * micro_batch_size.
+// The union over ranks and micro-batches is exactly [step_first, step_first + G) for any layout,
+// so every layout trains on the same global batch. (This is the trainer's order; Megatron's
+// sampler interleaves ranks per micro-batch instead, which gives the same set per step.)
+inline int64_t micro_batch_first_sample(int64_t step_first, int global_batch, int dp, int dp_rank,
+                                        int micro, int micro_batch_size) {
+  return step_first + int64_t(dp_rank) * (global_batch / dp) + int64_t(micro) * micro_batch_size;
 }
 
 }  // namespace loom

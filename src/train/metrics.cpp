@@ -7,6 +7,23 @@
 
 namespace loom {
 
+nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
+  nlohmann::ordered_json j;  // insertion order is the contract's key order
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["lr"] = m.lr;
+  j["grad_norm"] = m.grad_norm;
+  j["tokens"] = m.tokens;
+  j["step_ms"] = m.step_ms;
+  j["tokens_per_s"] = m.tokens_per_s;
+  if (m.mfu >= 0)
+    j["mfu"] = m.mfu;
+  else
+    j["mfu"] = nullptr;
+  j["mem_peak_bytes"] = m.mem_peak_bytes;
+  return j;
+}
+
 MetricsWriter::MetricsWriter(const std::string& run_dir, bool truncate) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);

@@ -1,11 +1,25 @@
 // MetricsWriter: rank 0 appends one JSON object per line to <run.dir>/metrics.jsonl.
 #pragma once
+#include <cstdint>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace loom {
+
+// One train line of the metrics contract.
+struct TrainMetrics {
+  int step = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  int64_t tokens = 0;  // cumulative
+  double step_ms = 0, tokens_per_s = 0;
+  double mfu = -1;     // fraction; < 0 (peak unknown) is written as null
+  uint64_t mem_peak_bytes = 0;
+};
+// {"step","loss","lr","grad_norm","tokens","step_ms","tokens_per_s","mfu","mem_peak_bytes"}
+// in exactly this order.
+nlohmann::ordered_json train_metrics_line(const TrainMetrics& m);
 
 class MetricsWriter {
  public:

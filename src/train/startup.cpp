@@ -10,7 +10,7 @@
 
 namespace loom {
 
-void collectively(const std::function<void()>& f) {
+void collectively(const std::function<void()>& f, MPI_Comm comm) {
   std::string msg;
   try {
     f();
@@ -20,10 +20,10 @@ void collectively(const std::function<void()>& f) {
     msg = e.what();
   }
   int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
   int mine = msg.empty() ? world : rank, first = world;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
   if (first == world) return;
   if (rank == first && msg != "\x01") {
     std::string line = "loom: error: " + msg + "\n";

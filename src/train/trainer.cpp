@@ -3,13 +3,17 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 
 #include "ckpt/canonical.h"
+#include "ckpt/checkpoint.h"
 #include "core/log.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
 #include "train/flops.h"
+#include "train/signals.h"
+#include "train/startup.h"
 
 namespace loom {
 
@@ -53,7 +57,8 @@ StepStats Trainer::train_step(int step) {
   stage_->reset_loss();
 
   // This DP rank's rows of the step's global batch, in micro-batches.
-  const int64_t first = int64_t(step - 1) * G + int64_t(pc_.coord.dp) * (G / dp_);
+  const int64_t first = base_samples_ + int64_t(step - start_step_ - 1) * G +
+                        int64_t(pc_.coord.dp) * (G / dp_);
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
@@ -83,43 +88,77 @@ StepStats Trainer::train_step(int step) {
 
 void Trainer::log_step(const StepStats& s) {
   const double tokens = double(cfg_.train.global_batch_size) * cfg_.model.seq_len;
-  const double tps = tokens / (s.step_ms / 1000.0);
-  nlohmann::ordered_json j;  // keys in the order of the metrics contract
-  j["step"] = s.step;
-  j["loss"] = s.loss;
-  j["lr"] = s.lr;
-  j["grad_norm"] = s.grad_norm;
-  j["tokens"] = int64_t(tokens) * s.step;
-  j["step_ms"] = s.step_ms;
-  j["tokens_per_s"] = tps;
-  if (cfg_.log.peak_flops > 0)
-    j["mfu"] = flops_per_token_ * tps / (cfg_.log.peak_flops * pc_.world.size());
-  else
-    j["mfu"] = nullptr;
-  j["mem_peak_bytes"] = peak_rss_bytes();
-  metrics_.write(j);
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | %.1f ms",
-                s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, tps, s.step_ms);
-  info(line);
+  TrainMetrics m;
+  m.step = s.step;
+  m.loss = s.loss;
+  m.lr = s.lr;
+  m.grad_norm = s.grad_norm;
+  m.tokens = int64_t(tokens) * s.step;
+  m.step_ms = s.step_ms;
+  m.tokens_per_s = tokens / (s.step_ms / 1000.0);
+  m.mfu = model_flops_utilization(flops_per_token_, m.tokens_per_s, peak_.per_device,
+                                  pc_.world.size());
+  m.mem_peak_bytes = peak_rss_bytes();
+  metrics_.write(train_metrics_line(m));
+  const double recent_ms = progress_.on_log(s.step, run_clock_.ms(), s.loss);
+  StepLine l;
+  l.step = s.step;
+  l.total_steps = cfg_.train.steps;
+  l.loss = s.loss;
+  l.lr = s.lr;
+  l.grad_norm = s.grad_norm;
+  l.tokens_per_s = m.tokens_per_s;
+  l.mfu = m.mfu;
+  l.step_ms = s.step_ms;
+  l.mem_peak_bytes = double(m.mem_peak_bytes);
+  l.eta_s = Progress::eta_s(s.step, cfg_.train.steps, recent_ms);
+  info(format_step_line(l));
 }
 
 void Trainer::run() {
-  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), true);
+  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0);
+  print_banner();  // config, grid table, peak FLOP/s for MFU (train/banner.cpp)
   if (data_) info(data_->describe());
   print_memory();
-  for (int step = 1; step <= cfg_.train.steps; ++step) {
-    StepStats s = train_step(step);
-    if (pc_.rank == 0 && (step % cfg_.train.log_interval == 0 || step == 1 ||
+  const int interval = cfg_.checkpoint.save_interval;
+  int saved = start_step_, step = start_step_;
+  while (step < cfg_.train.steps) {
+    StepStats s = train_step(++step);
+    if (pc_.rank == 0 && (step % cfg_.train.log_interval == 0 || step == start_step_ + 1 ||
                           step == cfg_.train.steps))
       log_step(s);
+    // A stop signal on any rank stops every rank after the same step, with a checkpoint.
+    double stop = stop_signal();
+    pc_.world.all_reduce(&stop, 1, ReduceOp::Max);
+    if (stop > 0) {
+      info("received ", int(stop) == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
+           ": saving a checkpoint and stopping after step ", step);
+      save(step);
+      saved = step;
+      break;
+    }
+    if (interval > 0 && step % interval == 0) save(step), saved = step;
   }
-  print_breakdown(cfg_.train.steps);
-  double peak = double(peak_rss_bytes());
-  pc_.world.all_reduce(&peak, 1, ReduceOp::Max);
-  info(str("peak resident memory: ", int64_t(peak / (1 << 20)), " MiB on the largest rank"));
-  if (pc_.rank == 0) info("metrics written to ", metrics_.path());
+  if (interval > 0 && saved != step) save(step);  // the final save on a normal exit
+  print_breakdown(step - start_step_);
+  print_summary(step);  // steps, tokens, time, tok/s, MFU, losses, peak memory (banner.cpp)
+}
+
+void Trainer::resume() {
+  ResumePoint rp = find_resume(cfg_, pc_);
+  if (rp.dir.empty()) {
+    if (cfg_.checkpoint.resume == "auto") info("no checkpoint under ", cfg_.checkpoint_dir(), "; starting fresh");
+    return;
+  }
+  collectively([&] { load_checkpoint(rp.dir, *layout_, *stage_, *opt_); }, pc_.world.mpi());
+  start_step_ = rp.step;
+  base_samples_ = rp.consumed_samples;
+  info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples, " samples consumed)");
+}
+
+void Trainer::save(int step) {
+  int64_t consumed = base_samples_ + int64_t(step - start_step_) * cfg_.train.global_batch_size;
+  save_checkpoint(cfg_, step, consumed, *layout_, *stage_, *opt_, pc_);
 }
 
 void Trainer::print_memory() {

@@ -11,7 +11,9 @@
 #include "optim/zero.h"
 #include "parallel/parallel_ctx.h"
 #include "pipeline/executor.h"
+#include "train/console.h"
 #include "train/metrics.h"
+#include "train/mfu.h"
 
 namespace loom {
 
@@ -35,6 +37,11 @@ class Trainer {
 
   // Random init (train.seed) or train.init_from; collective.
   void init_weights();
+  // Continues from the checkpoint that checkpoint.resume names (auto: the newest valid one), if
+  // any: parameters, AdamW moments, step and data position. Collective.
+  void resume();
+  int start_step() const { return start_step_; }
+  void save(int step);             // a checkpoint of the state after `step` steps
   StepStats train_step(int step);  // step is 1-based
   void run();                      // every step with logging and metrics
 
@@ -60,6 +67,15 @@ class Trainer {
   MetricsWriter metrics_;
   Timers timers_;
   double flops_per_token_ = 0;
+  int start_step_ = 0;         // steps done before this process started (resume)
+  int64_t base_samples_ = 0;   // samples consumed by then
+
+  // ---- Operator console: defined in train/banner.cpp (formatting: console.h, MFU: mfu.h) ----
+  void print_banner();                // collective: resolved config, grid table, peak FLOP/s
+  void print_summary(int last_step);  // collective: end-of-run summary (rank 0 prints)
+  PeakFlops peak_;                    // per-device peak FLOP/s for MFU (0: unknown -> null)
+  Progress progress_;                 // rank 0: log points (ETA) and the logged losses
+  Stopwatch run_clock_;               // restarted by print_banner
 };
 
 }  // namespace loom

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""plot_metrics.py: plots one or more loom metrics.jsonl files (loss, tokens/s, time) to a PNG."""
+import argparse
+import json
+import math
+import os
+import sys
+
+USAGE_EPILOG = """examples:
+  scripts/plot_metrics.py runs/quickstart                  # writes runs/quickstart/metrics.png
+  scripts/plot_metrics.py runs/a runs/b --out compare.png  # two runs in one figure
+Needs matplotlib (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)."""
+
+TIME_KEYS = ["compute", "optimizer", "tp_comm", "pp_wait", "dp_comm"]  # preferred stack order
+
+
+def resolve(path):
+    """(metrics file, run name) for a metrics.jsonl file or a run directory."""
+    if os.path.isdir(path):
+        f = os.path.join(path, "metrics.jsonl")
+        run_dir = path
+    else:
+        f = path
+        run_dir = os.path.dirname(path) or "."
+    if not os.path.isfile(f):
+        raise SystemExit(f"plot_metrics: error: no metrics file at '{f}'")
+    name = os.path.basename(os.path.normpath(os.path.abspath(run_dir)))
+    return f, run_dir, name
+
+
+def load(f):
+    """Train lines and eval lines by step; a later line for the same step (resume) wins."""
+    train, evals, bad = {}, {}, 0
+    with open(f, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1  # e.g. the last line of a run that was killed mid-write
+                continue
+            if not isinstance(d, dict) or "step" not in d:
+                continue
+            if d.get("loss") is not None:
+                train[d["step"]] = d
+            if d.get("val_loss") is not None:
+                evals[d["step"]] = d
+    if bad:
+        print(f"plot_metrics: warning: skipped {bad} unreadable line(s) in {f}", file=sys.stderr)
+    return [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
+
+
+def number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def mean_time(train):
+    """Mean ms per step of each key of the lines' "time" objects ({} when there are none)."""
+    sums, counts = {}, {}
+    for d in train:
+        t = d.get("time")
+        if not isinstance(t, dict):
+            continue
+        for k, v in t.items():
+            if number(v):
+                sums[k] = sums.get(k, 0.0) + v
+                counts[k] = counts.get(k, 0) + 1
+    return {k: sums[k] / counts[k] for k in sums}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Plot loom metrics.jsonl files (loss and val_loss vs step, tokens/s, and the "
+        "per-step time breakdown when the lines carry one) into one PNG.",
+        epilog=USAGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="run directories (holding metrics.jsonl) or files")
+    ap.add_argument("--out", help="output PNG (default: <first run dir>/metrics.png)")
+    ap.add_argument("--title", help="figure title (default: the run names)")
+    args = ap.parse_args(argv)
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("plot_metrics: error: matplotlib is missing; on Debian/Ubuntu: "
+                         "apt-get install python3-matplotlib, then run with /usr/bin/python3")
+
+    runs = []
+    names = set()
+    for p in args.runs:
+        f, run_dir, name = resolve(p)
+        if name in names:  # two runs with the same directory name: tell them apart
+            name = os.path.normpath(run_dir)
+        names.add(name)
+        train, evals = load(f)
+        if not train and not evals:
+            print(f"plot_metrics: warning: no metrics lines in {f}", file=sys.stderr)
+        runs.append({"name": name, "dir": run_dir, "train": train, "eval": evals})
+    if not any(r["train"] or r["eval"] for r in runs):
+        raise SystemExit("plot_metrics: error: nothing to plot")
+    out = args.out or os.path.join(runs[0]["dir"], "metrics.png")
+
+    times = [mean_time(r["train"]) for r in runs]
+    has_time = any(times)
+    ncols = 3 if has_time else 2
+    fig, axes = plt.subplots(1, ncols, figsize=(6.0 * ncols, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+    ax = axes[0]
+    for i, r in enumerate(runs):
+        c = colors[i % len(colors)]
+        if r["train"]:
+            ax.plot([d["step"] for d in r["train"]], [d["loss"] for d in r["train"]],
+                    color=c, marker="." if len(r["train"]) < 60 else None,
+                    label=f"{r['name']} train")
+        if r["eval"]:
+            ax.plot([d["step"] for d in r["eval"]], [d["val_loss"] for d in r["eval"]],
+                    color=c, linestyle="--", marker="o", label=f"{r['name']} validation")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy loss (nats/token)")
+    ax.set_title("loss")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+    ax = axes[1]
+    for i, r in enumerate(runs):
+        pts = [d for d in r["train"] if number(d.get("tokens_per_s"))]
+        if not pts:
+            continue
+        mfu = [d["mfu"] for d in pts if number(d.get("mfu"))]
+        label = r["name"]
+        if mfu:
+            label += f" (mean MFU {100.0 * sum(mfu) / len(mfu):.2g}%)"
+        ax.plot([d["step"] for d in pts], [d["tokens_per_s"] for d in pts],
+                color=colors[i % len(colors)], marker="." if len(pts) < 60 else None, label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("tokens/s (whole job)")
+    ax.set_title("throughput")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+    if has_time:
+        ax = axes[2]
+        keys = [k for k in TIME_KEYS if any(k in t for t in times)]
+        keys += sorted({k for t in times for k in t} - set(keys))
+        bottoms = [0.0] * len(runs)
+        for j, k in enumerate(keys):
+            vals = [t.get(k, 0.0) for t in times]
+            ax.bar(range(len(runs)), vals, bottom=bottoms, label=k.replace("_", " "),
+                   color=colors[j % len(colors)])
+            bottoms = [b + v for b, v in zip(bottoms, vals)]
+        ax.set_xticks(range(len(runs)))
+        ax.set_xticklabels([r["name"] for r in runs], rotation=15)
+        ax.set_ylabel("mean ms per step")
+        ax.set_title("time per step")
+        ax.legend(fontsize="small")
+
+    fig.suptitle(args.title or ", ".join(r["name"] for r in runs))
+    fig.tight_layout()
+    out_dir = os.path.dirname(out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

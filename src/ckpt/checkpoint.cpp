@@ -1,0 +1,345 @@
+// Checkpoint save (gather moments to DP rank 0, one HDF5 shard per (pp, tp), atomic commit),
+// verification, resume discovery and resharding load.
+#include "ckpt/checkpoint.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/file_util.h"
+#include "ckpt/hdf5_util.h"
+#include "core/log.h"
+#include "train/startup.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace loom {
+
+namespace {
+
+const char* kFormat = "loom-checkpoint-1";
+const char* kKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
+
+std::string step_name(int step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%07d", step);
+  return buf;
+}
+
+std::string block_path(const char* kind, const std::string& tensor, size_t k) {
+  return str(kind, "/", tensor, "/", k);
+}
+
+json model_json(const ModelConfig& m) {
+  return {{"n_layer", m.n_layer},       {"n_head", m.n_head},
+          {"d_model", m.d_model},       {"vocab_size", m.vocab_size},
+          {"positions", m.positions()}, {"tie_embeddings", m.tie_embeddings}};
+}
+
+// Gathers a ZeRO-sharded moment buffer to DP rank 0 as the whole flat buffer (stage 0: as is).
+std::vector<float> gather_moment(const float* shard, const ZeroOptimizer& opt, size_t total,
+                                 ParallelCtx& pc) {
+  const ShardRange r = opt.shard();
+  if (opt.stage() == 0) return std::vector<float>(shard, shard + total);
+  const size_t S = zero_shard_size(total, pc.dp.size());
+  std::vector<float> mine(S, 0.0f);
+  std::copy(shard, shard + (r.hi - r.lo), mine.begin());
+  std::vector<float> all(pc.dp.rank() == 0 ? S * size_t(pc.dp.size()) : 0);
+  LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
+  LOOM_MPI(MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0,
+                      pc.dp.mpi()));
+  all.resize(pc.dp.rank() == 0 ? total : 0);
+  return all;
+}
+
+// Every rank's JSON text, concatenated on world rank 0 (others get an empty list).
+std::vector<json> gather_json(const json& mine, ParallelCtx& pc) {
+  std::string text = mine.dump();
+  int n = int(text.size());
+  std::vector<int> sizes(static_cast<size_t>(pc.world.size())), displs(sizes.size());
+  LOOM_MPI(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, pc.world.mpi()));
+  std::string all;
+  if (pc.rank == 0) {
+    int total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) displs[i] = total, total += sizes[i];
+    all.resize(size_t(total));
+  }
+  LOOM_MPI(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR,
+                       0, pc.world.mpi()));
+  std::vector<json> out;
+  if (pc.rank == 0)
+    for (size_t i = 0; i < sizes.size(); ++i)
+      out.push_back(json::parse(all.substr(size_t(displs[i]), size_t(sizes[i]))));
+  return out;
+}
+
+void broadcast_string(std::string& s, ParallelCtx& pc) {
+  uint64_t n = s.size();
+  pc.world.broadcast(&n, sizeof n, 0);
+  s.resize(n);
+  if (n) pc.world.broadcast(&s[0], n, 0);
+}
+
+// Writes this (pp, tp) rank's tensor blocks; returns its index entries and file record.
+json write_shard(const std::string& file, const ParamLayout& layout, const float* params,
+                 const float* m, const float* v) {
+  json blocks = json::array();
+  {
+    h5::Handle f = h5::create(file);
+    std::vector<float> tmp;
+    for (const ParamSpec& p : layout.params()) {
+      if (!p.norm_owner) continue;  // replicas and the tied copy: stored once, elsewhere
+      std::vector<ShardBlock> bl = layout.blocks(p);
+      for (size_t k = 0; k < bl.size(); ++k) {
+        const ShardBlock& b = bl[k];
+        const float* src[3] = {params + p.offset, m + p.offset, v + p.offset};
+        for (int kind = 0; kind < 3; ++kind) {
+          tmp.resize(size_t(b.rows * b.cols));
+          for (int64_t r = 0; r < b.rows; ++r)
+            std::copy_n(src[kind] + (b.lrow + r) * p.lcols + b.lcol, b.cols, &tmp[size_t(r * b.cols)]);
+          h5::write_f32_2d(f.get(), block_path(kKinds[kind], p.name, k), hsize_t(b.rows),
+                           hsize_t(b.cols), tmp.data(), file);
+        }
+        blocks.push_back({{"tensor", p.name}, {"k", k}, {"grow", b.grow}, {"gcol", b.gcol},
+                          {"rows", b.rows}, {"cols", b.cols}, {"tensor_rows", p.rows},
+                          {"tensor_cols", p.cols}});
+      }
+    }
+  }
+  fsync_path(file);
+  uint64_t bytes = 0;
+  uint32_t crc = file_crc32(file, &bytes);
+  return {{"file", fs::path(file).filename().string()}, {"bytes", bytes}, {"crc32", crc},
+          {"blocks", blocks}};
+}
+
+// Step directories under root, newest first (".tmp" leftovers of interrupted saves excluded).
+std::vector<std::pair<int, fs::path>> step_dirs(const fs::path& root) {
+  std::vector<std::pair<int, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("step_", 0) != 0 || n.size() != 12) continue;
+    if (n.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    out.emplace_back(std::stoi(n.substr(5)), e.path());
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return out;
+}
+
+json read_meta(const std::string& dir) {
+  std::string path = (fs::path(dir) / "meta.json").string();
+  std::ifstream in(path);
+  if (!in) throw UserError(str("checkpoint '", dir, "': meta.json is missing or unreadable"));
+  try {
+    json j = json::parse(in);
+    if (j.value("format", "") != kFormat)
+      throw UserError(str("checkpoint '", path, "': not a loom checkpoint (format '",
+                          j.value("format", ""), "', expected '", kFormat, "')"));
+    return j;
+  } catch (const json::exception& e) {
+    throw UserError(str("checkpoint '", path, "' does not parse: ", e.what()));
+  }
+}
+
+}  // namespace
+
+std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
+                            const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
+                            ParallelCtx& pc) {
+  const fs::path root = cfg.checkpoint_dir();
+  const fs::path final_dir = root / step_name(step);
+  const fs::path tmp_dir = root / (step_name(step) + ".tmp");
+  collectively([&] {
+    if (pc.rank != 0) return;
+    fs::create_directories(root);
+    fs::remove_all(tmp_dir);
+    fs::create_directory(tmp_dir);
+  }, pc.world.mpi());
+
+  const size_t total = layout.total();
+  std::vector<float> m = gather_moment(opt.m(), opt, total, pc);
+  std::vector<float> v = gather_moment(opt.v(), opt, total, pc);
+  json mine = json::object();
+  collectively([&] {
+    if (pc.coord.dp != 0) return;
+    std::string file = (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
+    mine = write_shard(file, layout, model.params(), m.data(), v.data());
+  }, pc.world.mpi());
+  // Fault injection for the checkpoint tests: LOOM_FAULT_KILL_IN_SAVE=STEP makes the last rank
+  // die by SIGKILL after the shards are written and before the checkpoint is committed.
+  if (const char* f = std::getenv("LOOM_FAULT_KILL_IN_SAVE"))
+    if (std::atoi(f) == step && pc.rank == pc.world.size() - 1) std::raise(SIGKILL);
+  std::vector<json> shards = gather_json(mine, pc);
+
+  collectively([&] {
+    if (pc.rank != 0) return;
+    json files = json::array(), blocks = json::array();
+    for (json& s : shards) {
+      if (s.empty()) continue;
+      for (json& b : s["blocks"]) {
+        b["file"] = s["file"];
+        blocks.push_back(b);
+      }
+      files.push_back({{"file", s["file"]}, {"bytes", s["bytes"]}, {"crc32", s["crc32"]}});
+    }
+    const auto& par = cfg.parallel;
+    json meta = {{"format", kFormat},
+                 {"step", step},
+                 {"consumed_samples", consumed_samples},
+                 {"seed", cfg.train.seed},
+                 {"model", model_json(cfg.model)},
+                 {"layout",
+                  {{"dp", pc.grid.size(Axis::DP)}, {"pp", par.pp}, {"tp", par.tp},
+                   {"zero_stage", opt.stage()}, {"order", par.order}}},
+                 {"config", to_yaml(cfg)},
+                 {"files", files},
+                 {"blocks", blocks}};
+    write_text_file_atomic((tmp_dir / "meta.json").string(), meta.dump(1));
+    fsync_path(tmp_dir.string());
+    fs::remove_all(final_dir);
+    fs::rename(tmp_dir, final_dir);
+    fsync_path(root.string());
+    write_text_file_atomic((root / "latest").string(), step_name(step) + "\n");
+    int keep = cfg.checkpoint.keep_last;
+    auto dirs = step_dirs(root);
+    for (size_t i = size_t(keep); keep > 0 && i < dirs.size(); ++i) fs::remove_all(dirs[i].second);
+  }, pc.world.mpi());
+  if (pc.rank == 0) info("checkpoint saved: ", final_dir.string());
+  return final_dir.string();
+}
+
+ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) {
+  json meta = read_meta(dir);
+  json want = model_json(model);
+  for (auto& [key, val] : want.items())
+    if (meta["model"][key] != val)
+      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=",
+                          meta["model"][key].dump(), ", but this config has ", val.dump(),
+                          "; use a checkpoint of this model or set checkpoint.resume: none"));
+  for (const json& f : meta["files"]) {
+    std::string path = (fs::path(dir) / f["file"].get<std::string>()).string();
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw UserError(str("checkpoint '", dir, "': shard '", path, "' is missing"));
+    uint64_t bytes = 0;
+    uint32_t crc = file_crc32(path, &bytes);
+    if (bytes != f["bytes"].get<uint64_t>() || crc != f["crc32"].get<uint32_t>())
+      throw UserError(str("checkpoint '", dir, "': shard '", path, "' fails its checksum (",
+                          bytes, " bytes, expected ", f["bytes"].get<uint64_t>(),
+                          "): corrupted or truncated"));
+  }
+  return {dir, meta["step"].get<int>(), meta["consumed_samples"].get<int64_t>()};
+}
+
+std::string resolve_checkpoint_dir(const std::string& path) {
+  fs::path p = path;
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw UserError(str("checkpoint '", path, "' does not exist"));
+  if (!fs::exists(p / "meta.json", ec) && fs::exists(p / "latest", ec)) {
+    std::ifstream in(p / "latest");
+    std::string name;
+    in >> name;
+    p /= name;
+  }
+  return p.string();
+}
+
+ResumePoint find_resume(const Config& cfg, ParallelCtx& pc) {
+  ResumePoint rp;
+  const std::string& want = cfg.checkpoint.resume;
+  if (want == "none") return rp;
+  collectively([&] {
+    if (pc.rank != 0) return;
+    if (want != "auto") {
+      std::error_code ec;
+      if (!fs::exists(want, ec))
+        throw UserError(str("checkpoint.resume: '", want, "' does not exist"));
+      rp = verify_checkpoint(resolve_checkpoint_dir(want), cfg.model);
+      return;
+    }
+    for (auto& [step, dir] : step_dirs(cfg.checkpoint_dir())) {
+      try {
+        rp = verify_checkpoint(dir.string(), cfg.model);
+        return;
+      } catch (const UserError& e) {
+        warn("skipping checkpoint: ", e.what());
+      }
+    }
+  }, pc.world.mpi());
+  broadcast_string(rp.dir, pc);
+  pc.world.broadcast(&rp.step, sizeof rp.step, 0);
+  pc.world.broadcast(&rp.consumed_samples, sizeof rp.consumed_samples, 0);
+  return rp;
+}
+
+void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, float* params,
+                             float* m, float* v) {
+  json meta = read_meta(dir);
+  std::map<std::string, std::vector<json>> stored;  // tensor -> its blocks in the files
+  for (const json& b : meta["blocks"]) stored[b["tensor"].get<std::string>()].push_back(b);
+  std::map<std::string, h5::Handle> files;
+  auto file = [&](const std::string& name) -> hid_t {
+    auto it = files.find(name);
+    if (it == files.end())
+      it = files.emplace(name, h5::open_read((fs::path(dir) / name).string(), "checkpoint shard")).first;
+    return it->second.get();
+  };
+
+  float* dst[3] = {params, m, v};
+  const int kinds = m && v ? 3 : 1;
+  for (const ParamSpec& p : layout.params()) {
+    auto it = stored.find(p.name);
+    if (it == stored.end())
+      throw UserError(str("checkpoint '", dir, "' has no tensor '", p.name, "'"));
+    int64_t covered = 0, needed = 0;
+    for (int kind = 0; kind < kinds; ++kind) std::fill_n(dst[kind] + p.offset, p.numel(), 0.0f);
+    for (const ShardBlock& lb : layout.blocks(p)) {
+      needed += lb.rows * lb.cols;
+      for (const json& sb : it->second) {
+        int64_t sr = sb["grow"], sc = sb["gcol"], nr = sb["rows"], nc = sb["cols"];
+        int64_t r0 = std::max(lb.grow, sr), r1 = std::min(lb.grow + lb.rows, sr + nr);
+        int64_t c0 = std::max(lb.gcol, sc), c1 = std::min(lb.gcol + lb.cols, sc + nc);
+        if (r0 >= r1 || c0 >= c1) continue;
+        covered += (r1 - r0) * (c1 - c0);
+        const std::string fname = sb["file"];
+        const size_t k = sb["k"];
+        for (int kind = 0; kind < kinds; ++kind) {
+          float* out = dst[kind] + p.offset + (lb.lrow + r0 - lb.grow) * p.lcols + lb.lcol +
+                       (c0 - lb.gcol);
+          h5::read_block_f32(file(fname), block_path(kKinds[kind], p.name, k), hsize_t(r0 - sr),
+                             hsize_t(c0 - sc), hsize_t(r1 - r0), hsize_t(c1 - c0), out,
+                             hsize_t(p.lcols), fname);
+        }
+      }
+    }
+    if (covered != needed)
+      throw UserError(str("checkpoint '", dir, "' covers ", covered, " of the ", needed,
+                          " elements of '", p.name, "' this rank needs (a shard is missing)"));
+  }
+}
+
+void load_checkpoint(const std::string& dir, const ParamLayout& layout, GPTStage& model,
+                     ZeroOptimizer& opt) {
+  // Whole-stage moments are read, then this rank keeps its ZeRO shard of them.
+  std::vector<float> m(layout.total()), v(layout.total());
+  read_checkpoint_tensors(dir, layout, model.params(), m.data(), v.data());
+  const ShardRange r = opt.shard();
+  std::copy(m.begin() + long(r.lo), m.begin() + long(r.hi), opt.m());
+  std::copy(v.begin() + long(r.lo), v.begin() + long(r.hi), opt.v());
+}
+
+Config checkpoint_config(const std::string& dir) {
+  json meta = read_meta(dir);
+  return parse_config(meta["config"].get<std::string>(), {}, dir + "/meta.json");
+}
+
+}  // namespace loom

@@ -1,0 +1,121 @@
+// Trainer's start-up banner (config, grid table, peak FLOP/s) and end-of-run summary.
+#include "train/banner.h"
+
+#include <mpi.h>
+#include <omp.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/log.h"
+#include "train/flops.h"
+#include "train/trainer.h"
+
+namespace loom {
+
+namespace {
+struct PackedPlace {  // fixed-size record for MPI_Gather
+  int v[5];           // dp, pp, tp, local rank, host length
+  char host[240];
+};
+}  // namespace
+
+std::vector<RankPlace> gather_rank_places(const ParallelCtx& pc) {
+  PackedPlace mine{};
+  mine.v[0] = pc.coord.dp;
+  mine.v[1] = pc.coord.pp;
+  mine.v[2] = pc.coord.tp;
+  mine.v[3] = pc.local_rank;
+  const size_t n = std::min(pc.host.size(), sizeof mine.host);
+  mine.v[4] = int(n);
+  std::memcpy(mine.host, pc.host.data(), n);
+  const int world = pc.world.size(), root = 0;
+  std::vector<PackedPlace> all(pc.world.rank() == root ? size_t(world) : 0);
+  LOOM_MPI(MPI_Gather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE,
+                      root, pc.world.mpi()));
+  std::vector<RankPlace> out;
+  for (int r = 0; r < int(all.size()); ++r) {
+    const PackedPlace& p = all[size_t(r)];
+    RankPlace rp;
+    rp.rank = r;
+    rp.host.assign(p.host, size_t(p.v[4]));
+    rp.dp = p.v[0];
+    rp.pp = p.v[1];
+    rp.tp = p.v[2];
+    rp.local_rank = p.v[3];
+    out.push_back(rp);
+  }
+  return out;
+}
+
+bool write_resolved_config(const Config& cfg, const std::string& path, std::string* error) {
+  std::error_code ec;
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(path, std::ios::trunc);
+  out << "# loom: the resolved config of this run (file, --set overrides and defaults)\n"
+      << to_yaml(cfg);
+  out.close();
+  if (!out) {
+    if (error) *error = ec ? ec.message() : "cannot write";
+    return false;
+  }
+  return true;
+}
+
+void Trainer::print_banner() {
+  run_clock_.reset();
+  std::vector<RankPlace> places = gather_rank_places(pc_);
+  const std::string yaml_path = cfg_.run_dir() + "/config.yaml";
+  if (pc_.rank == 0) {
+    std::string err;
+    if (!write_resolved_config(cfg_, yaml_path, &err))
+      warn("cannot write the resolved config to ", yaml_path, ": ", err);
+    for (const auto& l : format_config_banner(cfg_, count_params(cfg_.model), flops_per_token_,
+                                              yaml_path))
+      info(l);
+    for (const auto& l : format_grid_table(places, dp_, cfg_.parallel.pp, cfg_.parallel.tp,
+                                           cfg_.parallel.order))
+      info(l);
+  }
+  peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());
+  const int ranks = pc_.world.size();
+  if (peak_.source == "measured sgemm")
+    info("cpu peak (measured sgemm, all ranks at once, ", omp_get_max_threads(),
+         " OpenMP threads each): ", format_count(peak_.per_device / 1e9), " GFLOP/s per rank, ",
+         format_count(peak_.per_device * ranks / 1e9), " GFLOP/s over ", ranks,
+         " ranks; MFU = FLOPs/token x tokens/s / that");
+  else if (peak_.per_device > 0)
+    info("peak for MFU: ", format_count(peak_.per_device / 1e12), " TFLOP/s per device (",
+         peak_.source, ")");
+  else
+    info("MFU not reported: ", peak_.source);
+  progress_.start(start_step_ + 1, run_clock_.ms());
+}
+
+void Trainer::print_summary(int last_step) {
+  double peak = double(peak_rss_bytes());
+  LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_DOUBLE, MPI_MAX, pc_.world.mpi()));
+  if (pc_.rank != 0) return;
+  RunSummary r;
+  r.first_step = start_step_ + 1;
+  r.last_step = last_step;
+  const int steps = std::max(0, last_step - start_step_);
+  r.tokens = double(steps) * cfg_.train.global_batch_size * cfg_.model.seq_len;
+  const double now = run_clock_.ms();
+  r.wall_s = now / 1000.0;
+  r.loop_s = (now - progress_.loop_start_ms()) / 1000.0;
+  if (r.loop_s > 0)
+    r.mfu = model_flops_utilization(flops_per_token_, r.tokens / r.loop_s, peak_.per_device,
+                                    pc_.world.size());
+  r.logged = progress_.logged();
+  r.final_loss = progress_.final_loss();
+  r.min_loss = progress_.min_loss();
+  r.min_loss_step = progress_.min_loss_step();
+  r.peak_mem_bytes = peak;
+  r.metrics_path = metrics_.path();
+  for (const auto& l : format_summary(r)) info(l);
+}
+
+}  // namespace loom

@@ -1,0 +1,244 @@
+// Formatting of the operator console: units, the step line, config banner, grid table, summary.
+#include "train/console.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "core/check.h"
+
+namespace loom {
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, a);
+  return b;
+}
+
+// Three significant figures of x scaled by `units` (base 1000 or 1024), e.g. "12.3k".
+std::string scaled(double x, double base, const char* const* units, int n_units,
+                   const char* sep) {
+  if (!std::isfinite(x)) return fmt("%g", x);
+  double a = std::fabs(x);
+  int u = 0;
+  while (u + 1 < n_units && a >= 999.5) {
+    a /= base;
+    ++u;
+  }
+  double v = x < 0 ? -a : a;
+  const char* f = u == 0 ? "%.0f" : a < 9.995 ? "%.2f" : a < 99.95 ? "%.1f" : "%.0f";
+  return fmt(f, v) + sep + units[u];
+}
+
+// "0-7,16-23" for a sorted list of ranks.
+std::string ranges(const std::vector<int>& r) {
+  std::string out;
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(r[i]);
+    if (j > i) out += "-" + std::to_string(r[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string plural(long long n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
+
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "?";
+  long long s = std::llround(seconds);
+  char b[48];
+  if (s < 60)
+    std::snprintf(b, sizeof b, "%llds", s);
+  else if (s < 3600)
+    std::snprintf(b, sizeof b, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400)
+    std::snprintf(b, sizeof b, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  else
+    std::snprintf(b, sizeof b, "%lldd%02lldh", s / 86400, (s % 86400) / 3600);
+  return b;
+}
+
+std::string format_count(double x) {
+  static const char* const units[] = {"", "k", "M", "G", "T", "P", "E"};
+  return scaled(x, 1000.0, units, 7, "");
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  return scaled(bytes, 1024.0, units, 6, " ");
+}
+
+std::string format_percent(double fraction) {
+  if (!(fraction >= 0) || !std::isfinite(fraction)) return "n/a";
+  double p = fraction * 100.0;
+  return fmt(p < 0.1 ? "%.3f%%" : p < 9.995 ? "%.2f%%" : "%.1f%%", p);
+}
+
+std::string format_ms(double ms) {
+  if (!std::isfinite(ms)) return "? ms";
+  if (ms < 9.995) return fmt("%.2f ms", ms);
+  if (ms < 99.95) return fmt("%.1f ms", ms);
+  if (ms < 9999.5) return fmt("%.0f ms", ms);
+  return fmt("%.1f s", ms / 1000.0);
+}
+
+std::string format_step_line(const StepLine& s) {
+  const int width = int(std::to_string(std::max(s.total_steps, 1)).size());
+  char head[160];
+  std::snprintf(head, sizeof head, "step %*d/%d | loss %.4f | lr %.2e | grad norm %.3f | ", width,
+                s.step, s.total_steps, s.loss, s.lr, s.grad_norm);
+  std::string line = head;
+  line += format_count(s.tokens_per_s) + " tok/s | MFU " + format_percent(s.mfu) + " | ";
+  line += format_ms(s.step_ms) + "/step | mem " + format_bytes(s.mem_peak_bytes);
+  if (s.step < s.total_steps) line += " | ETA " + format_duration(s.eta_s);
+  return line;
+}
+
+void Progress::start(int first_step, double now_ms) {
+  points_.clear();
+  points_.emplace_back(first_step - 1, now_ms);
+  first_step_ = first_step;
+  start_ms_ = now_ms;
+  logged_ = 0;
+}
+
+double Progress::on_log(int step, double now_ms, double loss) {
+  if (points_.empty()) start(step, now_ms);
+  points_.emplace_back(step, now_ms);
+  while (points_.size() > window + 1) points_.pop_front();
+  if (logged_ == 0 || loss < min_loss_ || std::isnan(min_loss_)) {
+    min_loss_ = loss;
+    min_step_ = step;
+  }
+  final_loss_ = loss;
+  ++logged_;
+  const auto& old = points_.front();
+  return step > old.first ? (now_ms - old.second) / double(step - old.first) : 0.0;
+}
+
+double Progress::eta_s(int step, int total, double mean_step_ms) {
+  if (!(mean_step_ms > 0)) return -1;
+  return std::max(0, total - step) * mean_step_ms / 1000.0;
+}
+
+std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
+                                              double flops_per_token,
+                                              const std::string& yaml_path) {
+  const auto& m = cfg.model;
+  const auto& p = cfg.parallel;
+  const auto& t = cfg.train;
+  const auto& o = cfg.optimizer;
+  const int dp = p.dp > 0 ? p.dp : 1;
+  std::vector<std::string> out;
+  out.push_back(str("run '", cfg.run.name, "' in ", cfg.run_dir(), " | config ",
+                    cfg.source.empty() ? "(built-in)" : cfg.source, ", resolved in full: ",
+                    yaml_path));
+  std::string vocab = std::to_string(m.vocab_size);
+  if (m.padded_vocab(p.tp) != m.vocab_size)
+    vocab += " (padded to " + std::to_string(m.padded_vocab(p.tp)) + ")";
+  out.push_back(str("model GPT-2 ", m.n_layer, " layers x ", m.n_head, " heads x d_model ",
+                    m.d_model, ", vocab ", vocab, ", seq_len ", m.seq_len, " | ",
+                    format_count(double(params)), " parameters | ",
+                    format_count(flops_per_token), " training FLOPs/token"));
+  const int mbs = p.micro_batch_size > 0 ? p.micro_batch_size : 1;
+  out.push_back(str("parallel dp", dp, " x pp", p.pp, " x tp", p.tp, " = ", dp * p.pp * p.tp,
+                    " ranks | ", p.schedule, " schedule, ", t.global_batch_size / (dp * mbs),
+                    " micro-batches of ", mbs, " sequences per data-parallel rank | ZeRO stage ",
+                    o.zero_stage));
+  const double tokens_per_step = double(t.global_batch_size) * m.seq_len;
+  out.push_back(str("train ", t.steps, " steps x ", t.global_batch_size, " sequences x ",
+                    m.seq_len, " tokens = ", format_count(tokens_per_step), " tokens/step (",
+                    format_count(tokens_per_step * t.steps), " in all) | ", t.dtype, " on ",
+                    cfg.device, " | seed ", t.seed, " | log every ",
+                    plural(t.log_interval, "step", "steps")));
+  char lr[96];
+  if (o.schedule == "constant")
+    std::snprintf(lr, sizeof lr, "lr %.2e constant", o.lr);
+  else
+    std::snprintf(lr, sizeof lr, "lr %.2e %s to %.2e", o.lr, o.schedule.c_str(), o.min_lr);
+  out.push_back(str("optimizer AdamW ", lr, ", ", plural(o.warmup_steps, "warm-up step", "warm-up steps"),
+                    " | betas ", o.beta1, "/", o.beta2, " eps ", o.eps, " weight decay ",
+                    o.weight_decay, " | grad clip ",
+                    t.grad_clip > 0 ? str(t.grad_clip) : std::string("off")));
+  return out;
+}
+
+std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places, int dp, int pp,
+                                           int tp, const std::string& order, int max_rows) {
+  std::vector<std::string> hosts;  // in order of their first rank
+  std::map<std::string, std::vector<int>> by_host;
+  for (const auto& r : places) {
+    if (!by_host.count(r.host)) hosts.push_back(r.host);
+    by_host[r.host].push_back(r.rank);
+  }
+  std::vector<std::string> out;
+  out.push_back(str("grid dp", dp, " x pp", pp, " x tp", tp, " = ",
+                    plural(long(places.size()), "rank", "ranks"), " on ",
+                    plural(long(hosts.size()), "host", "hosts"), ", rank order ", order,
+                    " (first axis innermost)"));
+  if (int(places.size()) <= max_rows) {
+    size_t w = 4;
+    for (const auto& h : hosts) w = std::max(w, std::min<size_t>(h.size(), 40));
+    char line[160];
+    std::snprintf(line, sizeof line, "  rank  %-*s  dp  pp  tp  local rank", int(w), "host");
+    out.push_back(line);
+    for (const auto& r : places) {
+      std::snprintf(line, sizeof line, "  %4d  %-*.*s  %2d  %2d  %2d  %10d", r.rank, int(w),
+                    int(w), r.host.c_str(), r.dp, r.pp, r.tp, r.local_rank);
+      out.push_back(line);
+    }
+    return out;
+  }
+  int shown = 0;
+  for (const auto& h : hosts) {
+    if (shown == max_rows) {
+      long rest = 0;
+      for (size_t i = size_t(shown); i < hosts.size(); ++i) rest += long(by_host[hosts[i]].size());
+      out.push_back(str("  ... and ", hosts.size() - size_t(shown), " more hosts with ",
+                        plural(rest, "rank", "ranks")));
+      break;
+    }
+    std::vector<int> r = by_host[h];
+    std::sort(r.begin(), r.end());
+    out.push_back(str("  ", h, ": ", plural(long(r.size()), "rank", "ranks"), " ", ranges(r)));
+    ++shown;
+  }
+  return out;
+}
+
+std::vector<std::string> format_summary(const RunSummary& s) {
+  const int steps = std::max(0, s.last_step - s.first_step + 1);
+  const double tps = s.loop_s > 0 ? s.tokens / s.loop_s : 0;
+  std::vector<std::string> out;
+  if (steps == 0) {
+    out.push_back(str("done: no steps to run (already at step ", s.last_step, ") | metrics: ",
+                      s.metrics_path));
+    return out;
+  }
+  out.push_back(str("done: ", plural(steps, "step", "steps"), " (", s.first_step, "-",
+                    s.last_step, "), ", format_count(s.tokens), " tokens in ",
+                    format_duration(s.wall_s), " (training loop ", format_duration(s.loop_s),
+                    ") | mean ", format_count(tps), " tok/s, MFU ", format_percent(s.mfu)));
+  std::string loss = "loss: none logged";
+  if (s.logged > 0) {
+    char b[160];
+    std::snprintf(b, sizeof b, "loss: final %.4f | lowest logged %.4f (step %d)", s.final_loss,
+                  s.min_loss, s.min_loss_step);
+    loss = b;
+  }
+  out.push_back(str(loss, " | peak memory ", format_bytes(s.peak_mem_bytes),
+                    " (largest rank) | metrics: ", s.metrics_path));
+  return out;
+}
+
+}  // namespace loom

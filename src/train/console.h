@@ -1,0 +1,91 @@
+// Operator console: pure functions that format rank 0's banner, step lines and run summary.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace loom {
+
+// Human units: "42s" "3m05s" "1h02m" "2d03h"; "950" "12.3k" "1.23M"; "151 MiB" "1.25 GiB";
+// "0.42%" "12.3%" (fraction in, "n/a" when negative); "812 ms" "12.3 s".
+std::string format_duration(double seconds);
+std::string format_count(double x);
+std::string format_bytes(double bytes);
+std::string format_percent(double fraction);
+std::string format_ms(double ms);
+
+// One logged step on the console.
+struct StepLine {
+  int step = 0, total_steps = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = -1;      // fraction; < 0: unknown
+  double step_ms = 0;
+  double mem_peak_bytes = 0;
+  double eta_s = -1;    // < 0: unknown
+};
+// "step  10/30 | loss 9.7543 | lr 5.00e-04 | grad norm 2.273 | 479 tok/s | MFU 1.23% |
+//  1068 ms/step | mem 131 MiB | ETA 21s"
+std::string format_step_line(const StepLine& s);
+
+// Rank 0's record of the logged steps: recent mean step time for the ETA, final and min loss.
+class Progress {
+ public:
+  // The loop starts at `first_step` at time `now_ms` (any monotonic clock in ms).
+  void start(int first_step, double now_ms);
+  // A logged step ends at now_ms; returns the mean wall time per step over the recent log
+  // points (up to `window` intervals back, the loop start included).
+  double on_log(int step, double now_ms, double loss);
+  // Seconds left at `mean_step_ms` per step after `step` of `total`.
+  static double eta_s(int step, int total, double mean_step_ms);
+
+  int first_step() const { return first_step_; }
+  double loop_start_ms() const { return start_ms_; }
+  int logged() const { return logged_; }
+  double final_loss() const { return final_loss_; }
+  double min_loss() const { return min_loss_; }
+  int min_loss_step() const { return min_step_; }
+
+ private:
+  static constexpr size_t window = 3;
+  std::deque<std::pair<int, double>> points_;  // (step completed, time) oldest first
+  int first_step_ = 1, logged_ = 0, min_step_ = 0;
+  double start_ms_ = 0, final_loss_ = 0, min_loss_ = 0;
+};
+
+// The resolved config in a few lines (key values; the full YAML goes to yaml_path).
+std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
+                                              double flops_per_token, const std::string& yaml_path);
+
+// One rank's place: host, grid coordinates and node-local rank.
+struct RankPlace {
+  int rank = 0;
+  std::string host;
+  int dp = 0, pp = 0, tp = 0;
+  int local_rank = 0;
+};
+// The rank -> host/coordinates table: a header, then one line per rank up to max_rows ranks;
+// beyond that one line per host (its ranks as ranges), up to max_rows hosts.
+std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places, int dp, int pp,
+                                           int tp, const std::string& order, int max_rows = 64);
+
+// End-of-run summary.
+struct RunSummary {
+  int first_step = 1, last_step = 0;
+  double tokens = 0;            // processed in this run
+  double wall_s = 0;            // banner to summary
+  double loop_s = 0;            // the training loop alone
+  double mfu = -1;              // of the loop's mean tokens/s; < 0: unknown
+  int logged = 0;               // logged steps (the losses below are theirs)
+  double final_loss = 0, min_loss = 0;
+  int min_loss_step = 0;
+  double peak_mem_bytes = 0;    // largest rank's peak resident memory
+  std::string metrics_path;
+};
+std::vector<std::string> format_summary(const RunSummary& s);
+
+}  // namespace loom

@@ -1,0 +1,140 @@
+// Checkpoints under MPI: 10 steps + save + resume + 10 steps equals 20 straight steps bitwise
+// on the same layout; resuming a dp2xpp2xtp2 ZeRO-1 checkpoint on other layouts continues the
+// same loss curve; the 3-D checkpoint holds the same canonical weights as the single rank's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "ckpt/checkpoint.h"
+#include "tests/parallel/equivalence_util.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace loom {
+namespace {
+
+constexpr double kLossTol = 1e-5;  // relative, resharded resume vs the uninterrupted run
+
+struct TrainRun {
+  std::vector<double> losses;  // one per step run by this call
+  std::map<std::string, CanonicalTensor> weights;
+};
+
+// Runs on the first dp*pp*tp ranks: optionally resumes, trains until `until`, optionally
+// saving after `save_at`. Other ranks return an empty TrainRun.
+TrainRun train(Config c, int until, bool resume, int save_at = -1) {
+  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp, rank = test::world_rank();
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+  TrainRun out;
+  if (rank >= size) return out;
+  c.checkpoint.resume = resume ? "auto" : "none";
+  {
+    auto pc = make_parallel_ctx(Grid(c.parallel.dp, c.parallel.pp, c.parallel.tp), sub);
+    Trainer t(c, *pc, test::synthetic_samples(c.model.vocab_size, c.model.seq_len));
+    t.init_weights();
+    t.resume();
+    for (int s = t.start_step() + 1; s <= until; ++s) {
+      out.losses.push_back(t.train_step(s).loss);
+      if (s == save_at) t.save(s);
+    }
+    out.weights = gather_canonical(t.layout(), t.stage().params(), *pc);
+  }
+  MPI_Comm_free(&sub);
+  return out;
+}
+
+Config with_layout(Config c, int dp, int pp, int tp, int zero, const std::string& dir) {
+  c.parallel.dp = dp, c.parallel.pp = pp, c.parallel.tp = tp;
+  c.parallel.micro_batch_size = 1;
+  c.optimizer.zero_stage = zero;
+  c.train.steps = 20;
+  c.checkpoint.dir = dir;
+  return c;
+}
+
+std::string fresh_dir(const std::string& name) {
+  std::string dir = std::string(LOOM_BINARY_DIR) + "/test_checkpoint/" + name;
+  if (test::world_rank() == 0) std::filesystem::remove_all(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
+void expect_bitwise(const TrainRun& a, const TrainRun& b, const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_EQ(a.losses[i], b.losses[i]) << what << " step " << i;
+  ASSERT_EQ(a.weights.size(), b.weights.size()) << what;
+  for (const auto& [name, t] : a.weights)
+    EXPECT_TRUE(t.data == b.weights.at(name).data) << what << ": " << name << " differs";
+}
+
+void exact_resume(int dp, int pp, int tp, int zero, const std::string& name) {
+  Config c = with_layout(test::tiny_parallel_config(), dp, pp, tp, zero, fresh_dir(name));
+  TrainRun straight = train(c, 20, false);
+  TrainRun first = train(c, 10, false, 10);
+  TrainRun second = train(c, 20, true);
+  if (test::world_rank() != 0) return;
+  TrainRun joined{first.losses, second.weights};
+  joined.losses.insert(joined.losses.end(), second.losses.begin(), second.losses.end());
+  expect_bitwise(joined, straight, name);
+}
+
+TEST(Checkpoint, ExactResumeSingleRank) { exact_resume(1, 1, 1, 0, "single"); }
+TEST(Checkpoint, ExactResume3DZero1) { exact_resume(2, 2, 2, 1, "3d_zero1"); }
+TEST(Checkpoint, ExactResume3DZero2) { exact_resume(2, 2, 2, 2, "3d_zero2"); }
+
+// Save at dp2xpp2xtp2 with ZeRO-1, resume on other layouts: the loss curve continues.
+TEST(Checkpoint, ReshardedResume) {
+  const std::string dir = fresh_dir("reshard");
+  Config base = test::tiny_parallel_config();
+  TrainRun straight = train(with_layout(base, 1, 1, 1, 0, dir + "_ref"), 20, false);
+  train(with_layout(base, 2, 2, 2, 1, dir), 10, false, 10);
+  struct L { int dp, pp, tp, zero; } targets[] = {{1, 2, 4, 0}, {4, 1, 2, 1}, {1, 1, 1, 0}, {2, 2, 2, 2}};
+  for (const L& l : targets) {
+    // Each target resumes from the same step-10 checkpoint (none of them saves).
+    TrainRun r = train(with_layout(base, l.dp, l.pp, l.tp, l.zero, dir), 20, true);
+    if (test::world_rank() != 0) continue;
+    ASSERT_EQ(r.losses.size(), 10u);
+    for (size_t i = 0; i < 10; ++i)
+      EXPECT_NEAR(r.losses[i], straight.losses[10 + i], kLossTol * straight.losses[10 + i])
+          << "dp" << l.dp << " pp" << l.pp << " tp" << l.tp << " step " << 11 + i;
+    auto [err, tensor] = test::worst_weight_error(r.weights, straight.weights, base.model.d_model);
+    EXPECT_LT(err, 5e-5) << tensor;
+  }
+}
+
+// The canonical weights in a dp2xpp2xtp2 checkpoint equal those of the single-rank run's
+// checkpoint at the same step (within fp32 tolerance: the runs round differently).
+TEST(Checkpoint, ExportOf3DEqualsSingleRank) {
+  const std::string d3 = fresh_dir("export3d"), d1 = fresh_dir("export1");
+  Config base = test::tiny_parallel_config();
+  train(with_layout(base, 2, 2, 2, 1, d3), 10, false, 10);
+  train(with_layout(base, 1, 1, 1, 0, d1), 10, false, 10);
+  if (test::world_rank() != 0) return;
+  ParamLayout single(base.model, 1, 0, 1, 0);
+  std::vector<float> a(single.total()), b(single.total());
+  read_checkpoint_tensors(d3 + "/step_0000010", single, a.data(), nullptr, nullptr);
+  read_checkpoint_tensors(d1 + "/step_0000010", single, b.data(), nullptr, nullptr);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) num += double(a[i] - b[i]) * (a[i] - b[i]), den += double(b[i]) * b[i];
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+}
+
+TEST(Checkpoint, WrongModelIsRejectedWithTheMismatch) {
+  const std::string dir = fresh_dir("mismatch");
+  Config base = test::tiny_parallel_config();
+  train(with_layout(base, 1, 1, 1, 0, dir), 2, false, 2);
+  if (test::world_rank() != 0) return;
+  ModelConfig other = base.model;
+  other.d_model = 64;
+  try {
+    verify_checkpoint(dir + "/step_0000002", other);
+    ADD_FAILURE() << "a checkpoint of another model was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("d_model=32"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace loom
