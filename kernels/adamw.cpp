@@ -15,7 +15,7 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
   const double bc1 = 1.0 - std::pow(b1, (double)p.step);
   const double bc2 = 1.0 - std::pow(b2, (double)p.step);
   const float neg_step_size = (float)(-(lr / bc1));  // addcdiv_ value = -lr / bc1
-  const float bc2_sqrt = (float)std::sqrt(bc2);
+  const float inv_bc2_sqrt = (float)(1.0 / std::sqrt(bc2));
   const float eps = p.eps, gs = p.grad_scale;
   const long long N = (long long)n;
 #pragma omp parallel for simd schedule(static) if (N >= (1 << 15))
@@ -24,7 +24,9 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
     const float pi = param[i] * decay;
     const float mi = m[i] * beta1 + one_m_b1 * g;         // exp_avg.mul_(b1).add_(g, 1-b1)
     const float vi = v[i] * beta2 + one_m_b2 * g * g;     // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;   // (v.sqrt() / sqrt(bc2)).add_(eps)
+    // (v.sqrt() / sqrt(bc2)).add_(eps), with the division by the constant as a multiplication
+    // (one rounding more; the per-element divisions made this loop compute-bound).
+    const float denom = std::sqrt(vi) * inv_bc2_sqrt + eps;
     param[i] = pi + neg_step_size * mi / denom;           // param.addcdiv_(m, denom, -lr/bc1)
     m[i] = mi;
     v[i] = vi;

@@ -70,6 +70,23 @@ def mean_time(train):
     return {k: sums[k] / counts[k] for k in sums}
 
 
+def tokens_per_step(runs):
+    """The tokens per step shared by every train line of every run, else None."""
+    seen = set()
+    for r in runs:
+        for d in r["train"]:
+            if number(d.get("tokens")) and number(d.get("step")) and d["step"] > 0:
+                seen.add(d["tokens"] / d["step"])
+    return seen.pop() if len(seen) == 1 else None
+
+
+def human(v):
+    for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:.3g}"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Plot loom metrics.jsonl files (loss and val_loss vs step, tokens/s, and the "
@@ -84,6 +101,7 @@ def main(argv=None):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker  # noqa: F401
     except ImportError:
         raise SystemExit("plot_metrics: error: matplotlib is missing; on Debian/Ubuntu: "
                          "apt-get install python3-matplotlib, then run with /usr/bin/python3")
@@ -108,24 +126,37 @@ def main(argv=None):
     ncols = 3 if has_time else 2
     fig, axes = plt.subplots(1, ncols, figsize=(6.0 * ncols, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = ["o", "s", "^", "D", "v", "P", "X"]  # so identical curves stay visible
+
+    def style(i, n_points):
+        return {"color": colors[i % len(colors)],
+                "marker": markers[i % len(markers)] if n_points < 60 else None,
+                "markersize": 4, "markerfacecolor": "none" if i else None}
 
     ax = axes[0]
     for i, r in enumerate(runs):
         c = colors[i % len(colors)]
         if r["train"]:
             ax.plot([d["step"] for d in r["train"]], [d["loss"] for d in r["train"]],
-                    color=c, marker="." if len(r["train"]) < 60 else None,
-                    label=f"{r['name']} train")
+                    label=f"{r['name']} train", **style(i, len(r["train"])))
         if r["eval"]:
             ax.plot([d["step"] for d in r["eval"]], [d["val_loss"] for d in r["eval"]],
                     color=c, linestyle="--", marker="o", label=f"{r['name']} validation")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross-entropy loss (nats/token)")
     ax.set_title("loss")
+    per_step = tokens_per_step(runs)
+    if per_step:  # the same tokens per step everywhere: a tokens scale on top
+        top = ax.secondary_xaxis("top", functions=(lambda x: x * per_step,
+                                                   lambda t: t / per_step))
+        top.set_xlabel(f"tokens ({per_step:g} per step)", fontsize="small")
+        top.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _: human(v)))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
 
     ax = axes[1]
+    top_tps = 0.0
     for i, r in enumerate(runs):
         pts = [d for d in r["train"] if number(d.get("tokens_per_s"))]
         if not pts:
@@ -134,12 +165,13 @@ def main(argv=None):
         label = r["name"]
         if mfu:
             label += f" (mean MFU {100.0 * sum(mfu) / len(mfu):.2g}%)"
-        ax.plot([d["step"] for d in pts], [d["tokens_per_s"] for d in pts],
-                color=colors[i % len(colors)], marker="." if len(pts) < 60 else None, label=label)
+        ax.plot([d["step"] for d in pts], [d["tokens_per_s"] for d in pts], label=label,
+                **style(i, len(pts)))
+        top_tps = max([top_tps] + [d["tokens_per_s"] for d in pts])
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("tokens/s (whole job)")
     ax.set_title("throughput")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, top_tps * 1.12 if top_tps > 0 else 1)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
 
@@ -153,6 +185,10 @@ def main(argv=None):
             ax.bar(range(len(runs)), vals, bottom=bottoms, label=k.replace("_", " "),
                    color=colors[j % len(colors)])
             bottoms = [b + v for b, v in zip(bottoms, vals)]
+        for i, t in enumerate(times):
+            if not t:
+                ax.text(i, 0, "no time\nbreakdown", ha="center", va="bottom", fontsize="small",
+                        color="gray")
         ax.set_xticks(range(len(runs)))
         ax.set_xticklabels([r["name"] for r in runs], rotation=15)
         ax.set_ylabel("mean ms per step")

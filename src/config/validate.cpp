@@ -307,9 +307,9 @@ void check_checkpoint(const CheckpointConfig& k, Checker& c) {
 void check_not_yet_implemented(const Config& cfg, Checker& c) {
   if (cfg.train.recompute != "none")
     c.add(str("train.recompute: ", quoted(cfg.train.recompute), " is not supported yet; set none"));
-  if (cfg.train.eval_interval > 0)
+  if (cfg.train.eval_interval > 0 && cfg.data.valid.empty() && cfg.data.split.empty())
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
-              " is not supported yet (no evaluation during training); set 0"));
+              " needs validation data; set data.valid or data.split, or eval_interval: 0"));
   if (cfg.log.tensorboard) c.add("log.tensorboard: true is not supported yet; set false");
   if (cfg.device == "cuda")
     c.add("device: cuda is not supported yet (the CUDA backend has not landed); use device: cpu");

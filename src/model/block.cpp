@@ -7,7 +7,6 @@
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
-#include "kernels/residual.h"
 
 namespace loom {
 
@@ -54,33 +53,48 @@ BlockScratch block_scratch_at(float* p, const BlockDims& d) {
 }
 
 namespace {
-// Row-parallel output: partial (N, C) summed over TP ranks, then the replicated bias.
-void reduce_add_bias(float* y, const float* bias, int N, int C, Comm& tp) {
-  tp.all_reduce(y, size_t(N) * C, ReduceOp::Sum);  // g: all-reduce forward
+// out (N, C) = resid + bias + inp (N, K) @ W (K, C): the row-parallel projection, summed over TP
+// ranks (g: all-reduce forward), its replicated bias and the residual, in one pass over out.
+// One rank: the GEMM accumulates straight into out prefilled with resid + bias (no partial).
+void row_parallel_residual(float* out, const float* resid, const float* inp, const float* W,
+                           const float* bias, float* partial, int N, int K, int C, Comm& tp) {
+  if (tp.size() == 1) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < C; ++c) y[size_t(n) * C + c] += bias[c];
+    for (int n = 0; n < N; ++n) {
+      const float* r = resid + size_t(n) * C;  // (C)
+      float* o = out + size_t(n) * C;          // (C)
+#pragma omp simd
+      for (int c = 0; c < C; ++c) o[c] = r[c] + bias[c];
+    }
+    cpu::gemm(false, false, N, C, K, 1.0f, inp, K, W, C, 1.0f, out, C);
+    return;
+  }
+  cpu::matmul_forward(partial, inp, W, nullptr, N, K, C);
+  tp.all_reduce(partial, size_t(N) * C, ReduceOp::Sum);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* r = resid + size_t(n) * C;   // (C)
+    const float* p = partial + size_t(n) * C;  // (C)
+    float* o = out + size_t(n) * C;            // (C)
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = r[c] + (p[c] + bias[c]);
+  }
 }
 }  // namespace
 
 void block_forward(float* out, const float* x, const BlockWeights& w, const BlockActs& a,
                    const BlockScratch& s, const BlockDims& d, Comm& tp) {
   const int N = d.N(), C = d.C, Cl = d.Cl(), Hl = d.Hl();
-  const size_t NC = size_t(N) * C;
   // Attention: ln1 -> qkv (column-parallel; f is identity forward) -> attention -> proj (row).
   cpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, N, C);
   cpu::matmul_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, N, C, 3 * Cl);
   cpu::attention_forward(a.atty, a.att, a.qkv, d.B, d.T, Cl, d.NH);
-  cpu::matmul_forward(s.proj, a.atty, w.proj_w, nullptr, N, Cl, C);
-  reduce_add_bias(s.proj, w.proj_b, N, C, tp);
-  cpu::residual_forward(a.res2, x, s.proj, NC);
+  row_parallel_residual(a.res2, x, a.atty, w.proj_w, w.proj_b, s.proj, N, Cl, C, tp);
   // MLP: ln2 -> c_fc (column) -> GELU -> c_proj (row).
   cpu::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, N, C);
   cpu::matmul_forward(a.fch, a.ln2, w.fc_w, w.fc_b, N, C, Hl);
   cpu::gelu_forward(a.fchg, a.fch, size_t(N) * Hl);
-  cpu::matmul_forward(s.proj, a.fchg, w.fcproj_w, nullptr, N, Hl, C);
-  reduce_add_bias(s.proj, w.fcproj_b, N, C, tp);
-  cpu::residual_forward(out, a.res2, s.proj, NC);
+  row_parallel_residual(out, a.res2, a.fchg, w.fcproj_w, w.fcproj_b, s.proj, N, Hl, C, tp);
 }
 
 void block_backward(float* dx, const float* dout, const float* x, const BlockWeights& w,

@@ -59,4 +59,17 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
   for (auto& r : grad_req_) pc_.pp.wait(&r);
 }
 
+void PipelineExecutor::run_forward(const BatchFn& batch) {
+  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
+  for (int mb = 0; mb < microbatches_; ++mb) {
+    pc_.pp.wait(&act_req_[0]);  // slot 0's previous output has left
+    if (!pc_.first_stage()) pc_.pp.recv(stage_.input(0), NC, prev, mb);
+    batch(mb, tokens_.data(), targets_.data());
+    stage_.forward(0, tokens_.data(), targets_.data(), 0.0f);
+    if (!pc_.last_stage()) act_req_[0] = pc_.pp.isend(stage_.output(0), NC, next, mb);
+  }
+  pc_.pp.wait(&act_req_[0]);
+}
+
 }  // namespace loom

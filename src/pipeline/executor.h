@@ -23,6 +23,9 @@ class PipelineExecutor {
   // Forward and backward of every micro-batch; gradients accumulate in the stage. Time blocked
   // in pipeline receives (bubble + transfer) is counted by pc.pp.busy_ms().
   void run(const BatchFn& batch, float dloss);
+  // Forward only (evaluation): every micro-batch through the pipeline in order, the last
+  // stage accumulating the loss; no gradients, one activation slot.
+  void run_forward(const BatchFn& batch);
 
  private:
   GPTStage& stage_;

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,12 @@
 namespace loom {
 
 namespace {
+std::string plural_threads(int n) {
+  return std::to_string(n) + (n == 1 ? " OpenMP thread" : " OpenMP threads");
+}
+// Process start, for the wall time of the summary (static initialization runs before main).
+const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
+
 struct PackedPlace {  // fixed-size record for MPI_Gather
   int v[5];           // dp, pp, tp, local rank, host length
   char host[240];
@@ -81,11 +88,16 @@ void Trainer::print_banner() {
   }
   peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());
   const int ranks = pc_.world.size();
-  if (peak_.source == "measured sgemm")
-    info("cpu peak (measured sgemm, all ranks at once, ", omp_get_max_threads(),
-         " OpenMP threads each): ", format_count(peak_.per_device / 1e9), " GFLOP/s per rank, ",
-         format_count(peak_.per_device * ranks / 1e9), " GFLOP/s over ", ranks,
-         " ranks; MFU = FLOPs/token x tokens/s / that");
+  if (peak_.source == "measured sgemm") {
+    std::string how = str("best ", format_count(peak_.measured / 1e9), " GFLOP/s on ",
+                          plural_threads(peak_.threads));
+    if (cpu_rank_share(peak_.threads, peak_.node_cores, peak_.ranks_on_node) < 1.0)
+      how += str(" x ", peak_.node_cores, " cores / ", peak_.ranks_on_node,
+                 " ranks sharing this node");
+    info("cpu peak (measured sgemm): ", format_count(peak_.per_device / 1e9),
+         " GFLOP/s per rank, ", format_count(peak_.per_device * ranks / 1e9),
+         " GFLOP/s for the job = ", how, " (the MFU denominator)");
+  }
   else if (peak_.per_device > 0)
     info("peak for MFU: ", format_count(peak_.per_device / 1e12), " TFLOP/s per device (",
          peak_.source, ")");
@@ -104,7 +116,8 @@ void Trainer::print_summary(int last_step) {
   const int steps = std::max(0, last_step - start_step_);
   r.tokens = double(steps) * cfg_.train.global_batch_size * cfg_.model.seq_len;
   const double now = run_clock_.ms();
-  r.wall_s = now / 1000.0;
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start)
+                 .count();
   r.loop_s = (now - progress_.loop_start_ms()) / 1000.0;
   if (r.loop_s > 0)
     r.mfu = model_flops_utilization(flops_per_token_, r.tokens / r.loop_s, peak_.per_device,
@@ -115,6 +128,7 @@ void Trainer::print_summary(int last_step) {
   r.min_loss_step = progress_.min_loss_step();
   r.peak_mem_bytes = peak;
   r.metrics_path = metrics_.path();
+  r.run_dir = cfg_.run_dir();
   for (const auto& l : format_summary(r)) info(l);
 }
 

@@ -99,7 +99,8 @@ std::string format_step_line(const StepLine& s) {
                 s.step, s.total_steps, s.loss, s.lr, s.grad_norm);
   std::string line = head;
   line += format_count(s.tokens_per_s) + " tok/s | MFU " + format_percent(s.mfu) + " | ";
-  line += format_ms(s.step_ms) + "/step | mem " + format_bytes(s.mem_peak_bytes);
+  line += format_ms(s.step_ms) + "/step | mem " + format_bytes(s.mem_peak_bytes) +
+          " (r0 peak)";
   if (s.step < s.total_steps) line += " | ETA " + format_duration(s.eta_s);
   return line;
 }
@@ -227,8 +228,9 @@ std::vector<std::string> format_summary(const RunSummary& s) {
   }
   out.push_back(str("done: ", plural(steps, "step", "steps"), " (", s.first_step, "-",
                     s.last_step, "), ", format_count(s.tokens), " tokens in ",
-                    format_duration(s.wall_s), " (training loop ", format_duration(s.loop_s),
-                    ") | mean ", format_count(tps), " tok/s, MFU ", format_percent(s.mfu)));
+                    format_duration(s.loop_s), " of training (", format_duration(s.wall_s),
+                    " since start) | mean ", format_count(tps), " tok/s, MFU ",
+                    format_percent(s.mfu)));
   std::string loss = "loss: none logged";
   if (s.logged > 0) {
     char b[160];
@@ -236,8 +238,9 @@ std::vector<std::string> format_summary(const RunSummary& s) {
                   s.min_loss, s.min_loss_step);
     loss = b;
   }
-  out.push_back(str(loss, " | peak memory ", format_bytes(s.peak_mem_bytes),
-                    " (largest rank) | metrics: ", s.metrics_path));
+  out.push_back(str(loss, " | peak memory ", format_bytes(s.peak_mem_bytes), " (largest rank)"));
+  out.push_back(str("metrics: ", s.metrics_path, " | plot: scripts/plot_metrics.py ",
+                    s.run_dir.empty() ? std::string("RUN_DIR") : s.run_dir));
   return out;
 }
 

@@ -29,7 +29,7 @@ struct StepLine {
   double eta_s = -1;    // < 0: unknown
 };
 // "step  10/30 | loss 9.7543 | lr 5.00e-04 | grad norm 2.273 | 479 tok/s | MFU 1.23% |
-//  1068 ms/step | mem 131 MiB | ETA 21s"
+//  1068 ms/step | mem 131 MiB (r0 peak) | ETA 21s"
 std::string format_step_line(const StepLine& s);
 
 // Rank 0's record of the logged steps: recent mean step time for the ETA, final and min loss.
@@ -77,7 +77,7 @@ std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places,
 struct RunSummary {
   int first_step = 1, last_step = 0;
   double tokens = 0;            // processed in this run
-  double wall_s = 0;            // banner to summary
+  double wall_s = 0;            // since the process started
   double loop_s = 0;            // the training loop alone
   double mfu = -1;              // of the loop's mean tokens/s; < 0: unknown
   int logged = 0;               // logged steps (the losses below are theirs)
@@ -85,6 +85,7 @@ struct RunSummary {
   int min_loss_step = 0;
   double peak_mem_bytes = 0;    // largest rank's peak resident memory
   std::string metrics_path;
+  std::string run_dir;          // for the plot command
 };
 std::vector<std::string> format_summary(const RunSummary& s);
 

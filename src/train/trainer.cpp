@@ -17,8 +17,8 @@
 
 namespace loom {
 
-Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples)
-    : cfg_(cfg), pc_(pc), samples_(std::move(samples)) {
+Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid)
+    : cfg_(cfg), pc_(pc), samples_(std::move(samples)), valid_(std::move(valid)) {
   const auto& par = cfg.parallel;
   dp_ = pc.grid.size(Axis::DP);
   microbatches_ = cfg.train.global_batch_size / (dp_ * par.micro_batch_size);
@@ -36,6 +36,10 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples)
     samples_ = [this](int64_t first, int rows, int32_t* in, int32_t* tg) {
       data_->train_batch(first, rows, in, tg);
     };
+    if (data_->has_valid())
+      valid_ = [this](int64_t first, int rows, int32_t* in, int32_t* tg) {
+        data_->valid_batch(first, rows, in, tg);
+      };
   }
   flops_per_token_ = flops_per_token(cfg.model);
 }
@@ -137,11 +141,49 @@ void Trainer::run() {
       saved = step;
       break;
     }
+    if (cfg_.train.eval_interval > 0 && (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps))
+      log_eval(step);
     if (interval > 0 && step % interval == 0) save(step), saved = step;
   }
   if (interval > 0 && saved != step) save(step);  // the final save on a normal exit
   print_breakdown(step - start_step_);
   print_summary(step);  // steps, tokens, time, tok/s, MFU, losses, peak memory (banner.cpp)
+}
+
+bool Trainer::has_valid() const { return bool(valid_); }
+
+void Trainer::log_eval(int step) {
+  if (!has_valid()) return;  // validate() requires validation data when eval_interval > 0
+  Stopwatch sw;
+  double loss = evaluate(cfg_.train.eval_iters);
+  if (pc_.rank != 0) return;
+  nlohmann::ordered_json j;
+  j["step"] = step;
+  j["val_loss"] = loss;
+  j["val_ppl"] = std::exp(loss);
+  j["eval_ms"] = sw.ms();
+  metrics_.write(j);
+  char line[160];
+  std::snprintf(line, sizeof line, "eval  %5d | val loss %.4f | val ppl %.2f | %d batches in %.0f ms",
+                step, loss, std::exp(loss), cfg_.train.eval_iters, sw.ms());
+  info(line);
+}
+
+double Trainer::evaluate(int iters) {
+  LOOM_CHECK(has_valid(), "evaluate() without validation data");
+  const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
+  const int mb = cfg_.parallel.micro_batch_size;
+  stage_->reset_loss();
+  for (int i = 0; i < iters; ++i) {
+    const int64_t first = int64_t(i) * G + int64_t(pc_.coord.dp) * (G / dp_);
+    exec_->run_forward([&](int j, int32_t* tokens, int32_t* targets) {
+      valid_(first + int64_t(j) * mb, mb, tokens, targets);
+    });
+  }
+  double loss = (pc_.last_stage() && pc_.coord.tp == 0) ? stage_->loss_sum() : 0.0;
+  pc_.world.all_reduce(&loss, 1, ReduceOp::Sum);
+  stage_->reset_loss();
+  return loss / (double(iters) * G * T);
 }
 
 void Trainer::resume() {
@@ -154,6 +196,11 @@ void Trainer::resume() {
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
   info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples, " samples consumed)");
+}
+
+void Trainer::load(const std::string& dir) {
+  verify_checkpoint(dir, cfg_.model);
+  load_checkpoint(dir, *layout_, *stage_, *opt_);
 }
 
 void Trainer::save(int step) {

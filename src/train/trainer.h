@@ -32,7 +32,7 @@ class Trainer {
  public:
   // cfg must be validated; dp resolved (cfg.parallel.dp == world / (tp*pp)). Samples come from
   // `samples` when given (tests), else from the datasets of cfg.data.
-  Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples = {});
+  Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples = {}, SampleFn valid = {});
   ~Trainer();
 
   // Random init (train.seed) or train.init_from; collective.
@@ -42,7 +42,13 @@ class Trainer {
   void resume();
   int start_step() const { return start_step_; }
   void save(int step);             // a checkpoint of the state after `step` steps
+  void load(const std::string& dir);  // parameters and moments of a checkpoint (eval)
   StepStats train_step(int step);  // step is 1-based
+  // Mean validation loss over `iters` global batches of validation samples (the same batches
+  // every time: a fixed yardstick). Needs validation data (has_valid()). Collective.
+  double evaluate(int iters);
+  bool has_valid() const;
+  void log_eval(int step);  // evaluate and write a val_loss line (console and metrics.jsonl)
   void run();                      // every step with logging and metrics
 
   GPTStage& stage() { return *stage_; }
@@ -63,7 +69,7 @@ class Trainer {
   std::unique_ptr<ZeroOptimizer> opt_;
   std::unique_ptr<PipelineExecutor> exec_;
   std::unique_ptr<DataLoader> data_;
-  SampleFn samples_;
+  SampleFn samples_, valid_;
   MetricsWriter metrics_;
   Timers timers_;
   double flops_per_token_ = 0;

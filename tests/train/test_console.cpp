@@ -56,12 +56,12 @@ TEST(Console, StepLine) {
   s.eta_s = 203;
   EXPECT_EQ(format_step_line(s),
             "step  10/200 | loss 9.7543 | lr 5.00e-04 | grad norm 2.273 | 479 tok/s | MFU 1.23% | "
-            "1068 ms/step | mem 131 MiB | ETA 3m23s");
+            "1068 ms/step | mem 131 MiB (r0 peak) | ETA 3m23s");
   s.step = 200;  // the last step has no ETA
   s.mfu = -1;    // unknown peak
   EXPECT_EQ(format_step_line(s),
             "step 200/200 | loss 9.7543 | lr 5.00e-04 | grad norm 2.273 | 479 tok/s | MFU n/a | "
-            "1068 ms/step | mem 131 MiB");
+            "1068 ms/step | mem 131 MiB (r0 peak)");
 }
 
 TEST(Console, EtaFromRecentMeanStepTime) {
@@ -171,12 +171,14 @@ TEST(Console, Summary) {
   s.min_loss_step = 20;
   s.peak_mem_bytes = 151.0 * (1 << 20);
   s.metrics_path = "runs/q/metrics.jsonl";
+  s.run_dir = "runs/q";
   auto lines = format_summary(s);
-  ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0], "done: 30 steps (1-30), 15.4k tokens in 34s (training loop 32s) | mean "
-                      "480 tok/s, MFU 1.23%");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "done: 30 steps (1-30), 15.4k tokens in 32s of training (34s since start) "
+                      "| mean 480 tok/s, MFU 1.23%");
   EXPECT_EQ(lines[1], "loss: final 6.1200 | lowest logged 6.1000 (step 20) | peak memory 151 MiB "
-                      "(largest rank) | metrics: runs/q/metrics.jsonl");
+                      "(largest rank)");
+  EXPECT_EQ(lines[2], "metrics: runs/q/metrics.jsonl | plot: scripts/plot_metrics.py runs/q");
   s.first_step = 31;  // resumed at the end: nothing to do
   lines = format_summary(s);
   ASSERT_EQ(lines.size(), 1u);

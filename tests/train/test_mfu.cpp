@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "config/config.h"
 #include "train/flops.h"
@@ -79,6 +81,25 @@ TEST(Mfu, PeakPerDeviceFromConfigOrTable) {
   p = peak_flops_per_device(cfg, MPI_COMM_NULL, "Some Future GPU");
   EXPECT_EQ(p.per_device, 0);
   EXPECT_NE(p.source.find("log.peak_flops"), std::string::npos);  // tells the fix
+}
+
+TEST(Mfu, CpuShareOfOversubscribedNode) {
+  EXPECT_DOUBLE_EQ(cpu_rank_share(1, 2, 8), 0.25);   // 8 ranks x 1 thread on 2 cores
+  EXPECT_DOUBLE_EQ(cpu_rank_share(1, 2, 2), 1.0);    // fits
+  EXPECT_DOUBLE_EQ(cpu_rank_share(8, 64, 8), 1.0);   // 8 x 8 threads on 64 cores
+  EXPECT_DOUBLE_EQ(cpu_rank_share(16, 64, 8), 0.5);  // 8 x 16 threads on 64 cores
+  EXPECT_DOUBLE_EQ(cpu_rank_share(4, 2, 1), 1.0);    // measured with 4 threads on 2 cores
+  EXPECT_DOUBLE_EQ(cpu_rank_share(0, 2, 1), 1.0);    // unknown: no scaling
+}
+
+TEST(Mfu, PhysicalCoresOfThisMachine) {
+  const int n = int(std::thread::hardware_concurrency());
+  std::vector<int> cpus;
+  for (int i = 0; i < n; ++i) cpus.push_back(i);
+  const int cores = physical_cores(cpus);
+  EXPECT_GE(cores, 1);
+  EXPECT_LE(cores, n);                   // hyper-threads share a core
+  EXPECT_EQ(physical_cores({}), 0);
 }
 
 TEST(Mfu, MeasuredSgemmIsPlausible) {

@@ -1,0 +1,144 @@
+// The loom commands over the library: start-up (config, grid, threads) shared by train and eval,
+// and the single-process commands generate and export.
+#include "cli/commands.h"
+
+#include <cstdio>
+
+#include "ckpt/canonical.h"
+#include "ckpt/checkpoint.h"
+#include "core/blas_setup.h"
+#include "core/exec_ctx.h"
+#include "core/log.h"
+#include "parallel/parallel_ctx.h"
+#include "tokenizer.h"
+#include "train/flops.h"
+#include "train/generate.h"
+#include "train/signals.h"
+#include "train/startup.h"
+#include "train/trainer.h"
+
+namespace loom::cli {
+
+bool g_running = false;
+
+namespace {
+
+int world_size() {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  return world;
+}
+
+struct Job {
+  Config cfg;
+  std::unique_ptr<ParallelCtx> pc;
+  std::unique_ptr<Trainer> trainer;
+};
+
+// Config, grid, threads and the model of this rank, every step checked on every rank.
+Job start(const std::string& config, const std::vector<std::string>& overrides) {
+  Job j;
+  j.cfg = load_and_validate(config, overrides, world_size());
+  const Config& cfg = j.cfg;
+  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
+  j.pc = make_parallel_ctx(grid);
+  set_log_prefix(str("[loom r", j.pc->rank, " ", grid.describe(j.pc->rank), "] "), j.pc->rank == 0);
+  configure_cpu_threads(default_num_threads(j.pc->local_size));
+  info("cpu backend: ", default_num_threads(j.pc->local_size), " OpenMP threads per rank, OpenBLAS ",
+       blas_core_name(), " kernels");
+  info("model ", cfg.model.n_layer, "L ", cfg.model.n_head, "H ", cfg.model.d_model, "C vocab ",
+       cfg.model.vocab_size, " T ", cfg.model.seq_len, " | grid dp", cfg.parallel.dp, " x pp",
+       cfg.parallel.pp, " x tp", cfg.parallel.tp, " | ", cfg.train.steps, " steps of ",
+       cfg.train.global_batch_size, " sequences");
+  collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc); });
+  return j;
+}
+
+void need_one_process(const char* cmd) {
+  if (world_size() != 1)
+    throw UserError(str("run loom ", cmd, " as one process (not under mpirun -np N)"));
+}
+
+}  // namespace
+
+int cmd_train(const Args& a) {
+  if (a.operands.size() != 1)
+    throw UserError("loom train needs one config file: loom train CONFIG.yaml [--set k=v]...");
+  Job j = start(a.operands[0], a.overrides);
+  collectively([&] { j.trainer->init_weights(); });
+  j.trainer->resume();
+  install_stop_signals();
+  g_running = true;
+  j.trainer->run();
+  return 0;
+}
+
+int cmd_eval(const Args& a) {
+  if (a.operands.size() != 1 || option(a, "--checkpoint", "").empty())
+    throw UserError("loom eval needs a config and a checkpoint: loom eval CONFIG.yaml --checkpoint DIR");
+  Job j = start(a.operands[0], a.overrides);
+  if (!j.trainer->has_valid())
+    throw UserError(str("loom eval: ", a.operands[0],
+                        " has no validation data; set data.valid or data.split"));
+  collectively([&] { j.trainer->load(resolve_checkpoint_dir(option(a, "--checkpoint", ""))); });
+  g_running = true;
+  const int iters = j.cfg.train.eval_iters;
+  double loss = j.trainer->evaluate(iters);
+  info(str("eval: val loss ", loss, " | perplexity ", std::exp(loss), " | ", iters, " batches of ",
+           j.cfg.train.global_batch_size, " x ", j.cfg.model.seq_len, " tokens"));
+  return 0;
+}
+
+int cmd_generate(const Args& a) {
+  need_one_process("generate");
+  const std::string ckpt = option(a, "--checkpoint", "");
+  if (ckpt.empty() || !a.operands.empty())
+    throw UserError("loom generate needs --checkpoint DIR and --prompt TEXT (see loom --help)");
+  const std::string dir = resolve_checkpoint_dir(ckpt);
+  Config cfg = checkpoint_config(dir);
+  verify_checkpoint(dir, cfg.model);
+  auto tok = tok::make_tokenizer(cfg.tokenizer.type, cfg.tokenizer.vocab, cfg.tokenizer.merges);
+  std::vector<int32_t> ids;
+  const std::string prompt = option(a, "--prompt", "");
+  tok->make_encoder()->encode(prompt, ids);
+  if (ids.empty()) ids.push_back(tok->eod());  // an empty prompt starts a new document
+  if (int(ids.size()) > cfg.model.seq_len)
+    throw UserError(str("--prompt is ", ids.size(), " tokens; the model's context (model.seq_len) is ",
+                        cfg.model.seq_len, " tokens: shorten the prompt"));
+  SampleOptions opt;
+  opt.max_tokens = option_int(a, "--max-tokens", 64);
+  opt.temperature = float(option_double(a, "--temperature", 1.0));
+  opt.top_k = option_int(a, "--top-k", 0);
+  opt.seed = uint64_t(option_int(a, "--seed", 1));
+  opt.stop_token = tok->eod();
+
+  configure_cpu_threads(default_num_threads(1));
+  auto pc = make_parallel_ctx(Grid(1, 1, 1));
+  ParamLayout layout(cfg.model, 1, 0, 1, 0);
+  GPTStage model(cfg.model, layout, 1, 1, *pc);
+  read_checkpoint_tensors(dir, layout, model.params(), nullptr, nullptr);
+  const size_t prompt_len = ids.size();
+  generate(model, cfg.model.vocab_size, ids, opt);
+  std::string text = tok->decode(ids.data() + prompt_len, ids.size() - prompt_len);
+  std::printf("%s%s\n", prompt.c_str(), text.c_str());
+  return 0;
+}
+
+int cmd_export(const Args& a) {
+  if (a.operands.size() != 2)
+    throw UserError("loom export needs a checkpoint and an output: loom export CKPT OUT.h5|OUT.safetensors");
+  need_one_process("export");
+  std::string dir = resolve_checkpoint_dir(a.operands[0]);
+  Config cfg = checkpoint_config(dir);
+  verify_checkpoint(dir, cfg.model);
+  ParamLayout layout(cfg.model, 1, 0, 1, 0);
+  std::vector<float> params(layout.total());
+  read_checkpoint_tensors(dir, layout, params.data(), nullptr, nullptr);
+  auto pc = make_parallel_ctx(Grid(1, 1, 1));
+  save_canonical(a.operands[1], layout, params.data(), *pc, &cfg.model);
+  std::printf("loom export: %s -> %s (%lld parameters)\n", dir.c_str(), a.operands[1].c_str(),
+              static_cast<long long>(count_params(cfg.model)));
+  return 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,133 @@
+// Sampling arithmetic, eval against the PyTorch fixture's loss, and greedy generation from a
+// model trained to memorize a sentence reproducing that sentence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "model/init.h"
+#include "tests/support/fixture.h"
+#include "tests/support/mpi_test_env.h"
+#include "train/generate.h"
+#include "train/trainer.h"
+
+namespace loom {
+namespace {
+
+TEST(Sample, GreedyIsArgmaxWithLowestIdOnTies) {
+  float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  SampleOptions opt;
+  opt.temperature = 0.0f;
+  EXPECT_EQ(sample_token(logits, 5, opt, 0), 1);
+  opt.temperature = 1.0f;
+  opt.top_k = 1;  // top-1 sampling is greedy too
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, 5, opt, i), 1);
+}
+
+TEST(Sample, DeterministicPerSeedAndFollowsTheSoftmax) {
+  float logits[4] = {0.0f, 1.0f, 2.0f, -1.0f};
+  SampleOptions opt;
+  opt.temperature = 0.7f;
+  opt.seed = 9;
+  std::vector<int> a, b;
+  for (uint64_t i = 0; i < 50; ++i) a.push_back(sample_token(logits, 4, opt, i));
+  for (uint64_t i = 0; i < 50; ++i) b.push_back(sample_token(logits, 4, opt, i));
+  EXPECT_EQ(a, b);
+  opt.seed = 10;
+  std::vector<int> c;
+  for (uint64_t i = 0; i < 50; ++i) c.push_back(sample_token(logits, 4, opt, i));
+  EXPECT_NE(a, c);
+  // Frequencies over 40000 draws against softmax(logits / 0.7): 4-sigma binomial bounds.
+  const int n = 40000;
+  std::vector<int> count(4, 0);
+  for (int i = 0; i < n; ++i) count[size_t(sample_token(logits, 4, opt, uint64_t(i)))]++;
+  double z = 0, p[4];
+  for (int v = 0; v < 4; ++v) z += p[v] = std::exp(logits[v] / 0.7);
+  for (int v = 0; v < 4; ++v) {
+    p[v] /= z;
+    double sigma = std::sqrt(n * p[v] * (1 - p[v]));
+    EXPECT_NEAR(count[size_t(v)], n * p[v], 4 * sigma) << "id " << v;
+  }
+  // top-k 2 never draws outside the two largest logits.
+  opt.top_k = 2;
+  for (int i = 0; i < 2000; ++i) {
+    int t = sample_token(logits, 4, opt, uint64_t(i));
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+}
+
+// Eval of the PyTorch fixture weights on the fixture's batch reproduces the fixture loss.
+TEST(Eval, FixtureLossThroughTheForwardOnlyPipeline) {
+  test::ensure_mpi();
+  const std::string fx = test::source_path("tests/reference/fixtures/gpt2_tiny_fixture.h5");
+  Config c;
+  c.model.n_layer = 2, c.model.n_head = 4, c.model.d_model = 32, c.model.vocab_size = 97;
+  c.model.max_positions = 16, c.model.seq_len = 8;
+  c.parallel.dp = c.parallel.pp = c.parallel.tp = 1;
+  c.parallel.micro_batch_size = 1;  // 2 micro-batches: the loss is accumulated over both
+  c.train.global_batch_size = 2;
+  c.train.init_from = test::source_path("tests/reference/fixtures/gpt2_tiny_weights.h5");
+  auto inputs = test::read_h5_int(fx, "inputs"), targets = test::read_h5_int(fx, "targets");
+  SampleFn batch0 = [&](int64_t first, int rows, int32_t* in, int32_t* tg) {
+    for (int r = 0; r < rows; ++r)
+      for (int t = 0; t < 8; ++t) {
+        size_t i = size_t((first + r) % 2) * 8 + size_t(t);
+        in[r * 8 + t] = inputs[i];
+        tg[r * 8 + t] = targets[i];
+      }
+  };
+  auto pc = make_parallel_ctx(Grid(1, 1, 1));
+  Trainer trainer(c, *pc, batch0, batch0);
+  trainer.init_weights();
+  ASSERT_TRUE(trainer.has_valid());
+  double ref = test::read_h5(fx, "loss")[0];
+  EXPECT_NEAR(trainer.evaluate(1), ref, 1e-6 * ref);
+  EXPECT_NEAR(trainer.evaluate(3), ref, 1e-6 * ref);  // 3 batches wrap onto the same samples
+}
+
+// Train a tiny byte-level model on one sentence until it knows it, then greedy generation from
+// its first words must reproduce the rest.
+TEST(Generate, GreedyRecallsAMemorizedSentence) {
+  test::ensure_mpi();
+  const std::string text = "the quick brown fox jumps over the lazy dog. ";
+  const int T = 24;
+  Config c;
+  c.model.n_layer = 2, c.model.n_head = 2, c.model.d_model = 64, c.model.vocab_size = 257;
+  c.model.seq_len = T;
+  c.parallel.dp = c.parallel.pp = c.parallel.tp = 1;
+  c.parallel.micro_batch_size = 8;
+  c.train.global_batch_size = 8;
+  c.train.steps = 150;
+  c.optimizer.lr = 1e-2, c.optimizer.warmup_steps = 10, c.optimizer.weight_decay = 0.0;
+  const int L = int(text.size());
+  SampleFn samples = [&](int64_t first, int rows, int32_t* in, int32_t* tg) {
+    for (int r = 0; r < rows; ++r)  // sample i starts at offset i mod L of the repeated text
+      for (int t = 0; t < T; ++t) {
+        int64_t o = (first + r) % L + t;
+        in[r * T + t] = (unsigned char)text[size_t(o % L)];
+        tg[r * T + t] = (unsigned char)text[size_t((o + 1) % L)];
+      }
+  };
+  auto pc = make_parallel_ctx(Grid(1, 1, 1));
+  Trainer trainer(c, *pc, samples);
+  trainer.init_weights();
+  double loss = 0;
+  for (int s = 1; s <= c.train.steps; ++s) loss = trainer.train_step(s).loss;
+  ASSERT_LT(loss, 0.05) << "the sentence was not memorized";
+
+  GPTStage single(c.model, trainer.layout(), 1, 1, *pc);
+  std::memcpy(single.params(), trainer.stage().params(), trainer.layout().total() * sizeof(float));
+  const std::string prompt = "the quick brown";
+  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  SampleOptions opt;
+  opt.temperature = 0.0f;
+  opt.max_tokens = int(text.size());
+  generate(single, 257, ids, opt);
+  std::string out(ids.begin(), ids.end());
+  EXPECT_EQ(out.substr(0, text.size()), text);
+  EXPECT_EQ(out.substr(text.size(), prompt.size()), prompt);  // and it goes round again
+}
+
+}  // namespace
+}  // namespace loom
