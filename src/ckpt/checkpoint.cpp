@@ -15,6 +15,7 @@
 #include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "train/startup.h"
 
 namespace fs = std::filesystem;
@@ -155,6 +156,7 @@ json read_meta(const std::string& dir) {
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                             const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
                             ParallelCtx& pc) {
+  Stopwatch sw;
   const fs::path root = cfg.checkpoint_dir();
   const fs::path final_dir = root / step_name(step);
   const fs::path tmp_dir = root / (step_name(step) + ".tmp");
@@ -213,7 +215,15 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
     auto dirs = step_dirs(root);
     for (size_t i = size_t(keep); keep > 0 && i < dirs.size(); ++i) fs::remove_all(dirs[i].second);
   }, pc.world.mpi());
-  if (pc.rank == 0) info("checkpoint saved: ", final_dir.string());
+  double bytes = 0;
+  for (const json& sh : shards)
+    if (!sh.empty()) bytes += sh["bytes"].get<double>();
+  if (pc.rank == 0) {
+    char line[256];
+    std::snprintf(line, sizeof line, "checkpoint saved: %s (%.1f MB in %.2f s, %.0f MB/s)",
+                  final_dir.c_str(), bytes / 1e6, sw.ms() / 1e3, bytes / 1e3 / std::max(sw.ms(), 1e-3));
+    info(line);
+  }
   return final_dir.string();
 }
 

@@ -192,10 +192,12 @@ void Trainer::resume() {
     if (cfg_.checkpoint.resume == "auto") info("no checkpoint under ", cfg_.checkpoint_dir(), "; starting fresh");
     return;
   }
+  Stopwatch sw;
   collectively([&] { load_checkpoint(rp.dir, *layout_, *stage_, *opt_); }, pc_.world.mpi());
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
-  info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples, " samples consumed)");
+  info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples,
+       " samples consumed; loaded in ", int64_t(sw.ms()), " ms)");
 }
 
 void Trainer::load(const std::string& dir) {
