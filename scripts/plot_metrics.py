@@ -141,7 +141,8 @@ def main(argv=None):
                     label=f"{r['name']} train", **style(i, len(r["train"])))
         if r["eval"]:
             ax.plot([d["step"] for d in r["eval"]], [d["val_loss"] for d in r["eval"]],
-                    color=c, linestyle="--", marker="o", label=f"{r['name']} validation")
+                    color=c, linestyle="--", marker="D", markersize=7, markerfacecolor="white",
+                    markeredgewidth=1.5, zorder=3, label=f"{r['name']} validation")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross-entropy loss (nats/token)")
     ax.set_title("loss")

@@ -44,12 +44,9 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   j.pc = make_parallel_ctx(grid);
   set_log_prefix(str("[loom r", j.pc->rank, " ", grid.describe(j.pc->rank), "] "), j.pc->rank == 0);
   configure_cpu_threads(default_num_threads(j.pc->local_size));
-  info("cpu backend: ", default_num_threads(j.pc->local_size), " OpenMP threads per rank, OpenBLAS ",
-       blas_core_name(), " kernels");
-  info("model ", cfg.model.n_layer, "L ", cfg.model.n_head, "H ", cfg.model.d_model, "C vocab ",
-       cfg.model.vocab_size, " T ", cfg.model.seq_len, " | grid dp", cfg.parallel.dp, " x pp",
-       cfg.parallel.pp, " x tp", cfg.parallel.tp, " | ", cfg.train.steps, " steps of ",
-       cfg.train.global_batch_size, " sequences");
+  const int threads = default_num_threads(j.pc->local_size);
+  info("cpu backend: ", threads, threads == 1 ? " OpenMP thread" : " OpenMP threads",
+       " per rank, OpenBLAS ", blas_core_name(), " kernels");
   collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc); });
   return j;
 }

@@ -55,20 +55,10 @@ BlockScratch block_scratch_at(float* p, const BlockDims& d) {
 namespace {
 // out (N, C) = resid + bias + inp (N, K) @ W (K, C): the row-parallel projection, summed over TP
 // ranks (g: all-reduce forward), its replicated bias and the residual, in one pass over out.
-// One rank: the GEMM accumulates straight into out prefilled with resid + bias (no partial).
+// The sum order resid + (partial + bias) is the same for every TP size: accumulating the GEMM
+// straight into resid + bias on one rank was measured to double the TP-vs-single weight drift.
 void row_parallel_residual(float* out, const float* resid, const float* inp, const float* W,
                            const float* bias, float* partial, int N, int K, int C, Comm& tp) {
-  if (tp.size() == 1) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n) {
-      const float* r = resid + size_t(n) * C;  // (C)
-      float* o = out + size_t(n) * C;          // (C)
-#pragma omp simd
-      for (int c = 0; c < C; ++c) o[c] = r[c] + bias[c];
-    }
-    cpu::gemm(false, false, N, C, K, 1.0f, inp, K, W, C, 1.0f, out, C);
-    return;
-  }
   cpu::matmul_forward(partial, inp, W, nullptr, N, K, C);
   tp.all_reduce(partial, size_t(N) * C, ReduceOp::Sum);
 #pragma omp parallel for schedule(static)

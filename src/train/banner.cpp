@@ -2,9 +2,10 @@
 #include "train/banner.h"
 
 #include <mpi.h>
-#include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -89,20 +90,19 @@ void Trainer::print_banner() {
   peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());
   const int ranks = pc_.world.size();
   if (peak_.source == "measured sgemm") {
-    std::string how = str("best ", format_count(peak_.measured / 1e9), " GFLOP/s on ",
-                          plural_threads(peak_.threads));
-    if (cpu_rank_share(peak_.threads, peak_.node_cores, peak_.ranks_on_node) < 1.0)
-      how += str(" x ", peak_.node_cores, " cores / ", peak_.ranks_on_node,
-                 " ranks sharing this node");
-    info("cpu peak (measured sgemm): ", format_count(peak_.per_device / 1e9),
-         " GFLOP/s per rank, ", format_count(peak_.per_device * ranks / 1e9),
-         " GFLOP/s for the job = ", how, " (the MFU denominator)");
-  }
-  else if (peak_.per_device > 0)
-    info("peak for MFU: ", format_count(peak_.per_device / 1e12), " TFLOP/s per device (",
-         peak_.source, ")");
-  else
+    char cores[32];
+    std::snprintf(cores, sizeof cores, "%.3g", peak_.cores_per_rank);
+    info("cpu peak (measured sgemm): ", format_flops(peak_.per_device), " per rank, ",
+         format_flops(peak_.per_device * ranks), " for the job = ",
+         format_flops(peak_.per_core), " per core (best 1-thread sgemm) x ", cores,
+         " cores per rank (", plural_threads(peak_.threads), " each; ", peak_.node_cores,
+         peak_.node_cores == 1 ? " core for " : " cores for ", peak_.ranks_on_node,
+         peak_.ranks_on_node == 1 ? " rank" : " ranks", " on this node)");
+  } else if (peak_.per_device > 0) {
+    info("peak for MFU: ", format_flops(peak_.per_device), " per device (", peak_.source, ")");
+  } else {
     info("MFU not reported: ", peak_.source);
+  }
   progress_.start(start_step_ + 1, run_clock_.ms());
 }
 
@@ -115,12 +115,14 @@ void Trainer::print_summary(int last_step) {
   r.last_step = last_step;
   const int steps = std::max(0, last_step - start_step_);
   r.tokens = double(steps) * cfg_.train.global_batch_size * cfg_.model.seq_len;
-  const double now = run_clock_.ms();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start)
                  .count();
-  r.loop_s = (now - progress_.loop_start_ms()) / 1000.0;
-  if (r.loop_s > 0)
-    r.mfu = model_flops_utilization(flops_per_token_, r.tokens / r.loop_s, peak_.per_device,
+  // Time inside train_step (the steps' own time), else the loop's wall time.
+  const auto& t = timers_.totals();
+  r.step_s = t.count("step") ? t.at("step") / 1000.0
+                             : (run_clock_.ms() - progress_.loop_start_ms()) / 1000.0;
+  if (r.step_s > 0)
+    r.mfu = model_flops_utilization(flops_per_token_, r.tokens / r.step_s, peak_.per_device,
                                     pc_.world.size());
   r.logged = progress_.logged();
   r.final_loss = progress_.final_loss();

@@ -92,6 +92,12 @@ std::string format_ms(double ms) {
   return fmt("%.1f s", ms / 1000.0);
 }
 
+std::string format_flops(double flops_per_s) {
+  static const char* const units[] = {"FLOP/s",  "kFLOP/s", "MFLOP/s", "GFLOP/s",
+                                      "TFLOP/s", "PFLOP/s", "EFLOP/s"};
+  return scaled(flops_per_s, 1000.0, units, 7, " ");
+}
+
 std::string format_step_line(const StepLine& s) {
   const int width = int(std::to_string(std::max(s.total_steps, 1)).size());
   char head[160];
@@ -219,7 +225,7 @@ std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places,
 
 std::vector<std::string> format_summary(const RunSummary& s) {
   const int steps = std::max(0, s.last_step - s.first_step + 1);
-  const double tps = s.loop_s > 0 ? s.tokens / s.loop_s : 0;
+  const double tps = s.step_s > 0 ? s.tokens / s.step_s : 0;
   std::vector<std::string> out;
   if (steps == 0) {
     out.push_back(str("done: no steps to run (already at step ", s.last_step, ") | metrics: ",
@@ -227,10 +233,10 @@ std::vector<std::string> format_summary(const RunSummary& s) {
     return out;
   }
   out.push_back(str("done: ", plural(steps, "step", "steps"), " (", s.first_step, "-",
-                    s.last_step, "), ", format_count(s.tokens), " tokens in ",
-                    format_duration(s.loop_s), " of training (", format_duration(s.wall_s),
-                    " since start) | mean ", format_count(tps), " tok/s, MFU ",
-                    format_percent(s.mfu)));
+                    s.last_step, "), ", format_count(s.tokens), " tokens | ",
+                    format_duration(s.step_s), " in steps, ", format_duration(s.wall_s),
+                    " since start | mean ", format_count(tps), " tok/s, MFU ",
+                    format_percent(s.mfu), " over the steps"));
   std::string loss = "loss: none logged";
   if (s.logged > 0) {
     char b[160];

@@ -11,12 +11,13 @@
 namespace loom {
 
 // Human units: "42s" "3m05s" "1h02m" "2d03h"; "950" "12.3k" "1.23M"; "151 MiB" "1.25 GiB";
-// "0.42%" "12.3%" (fraction in, "n/a" when negative); "812 ms" "12.3 s".
+// "0.42%" "12.3%" (fraction in, "n/a" when negative); "812 ms" "12.3 s"; "156 GFLOP/s".
 std::string format_duration(double seconds);
 std::string format_count(double x);
 std::string format_bytes(double bytes);
 std::string format_percent(double fraction);
 std::string format_ms(double ms);
+std::string format_flops(double flops_per_s);  // "156 GFLOP/s", "989 TFLOP/s"
 
 // One logged step on the console.
 struct StepLine {
@@ -77,9 +78,9 @@ std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places,
 struct RunSummary {
   int first_step = 1, last_step = 0;
   double tokens = 0;            // processed in this run
+  double step_s = 0;            // time inside the steps (no eval, checkpoints, start-up)
   double wall_s = 0;            // since the process started
-  double loop_s = 0;            // the training loop alone
-  double mfu = -1;              // of the loop's mean tokens/s; < 0: unknown
+  double mfu = -1;              // of the mean tokens/s over step_s; < 0: unknown
   int logged = 0;               // logged steps (the losses below are theirs)
   double final_loss = 0, min_loss = 0;
   int min_loss_step = 0;

@@ -15,6 +15,7 @@
 #include <sched.h>
 
 #include "core/check.h"
+#include "core/exec_ctx.h"
 #include "core/timer.h"
 #include "kernels/matmul.h"
 
@@ -96,10 +97,10 @@ int physical_cores(const std::vector<int>& cpus) {
   return int(cores.size());
 }
 
-double cpu_rank_share(int threads, int node_cores, int ranks_on_node) {
-  if (threads < 1 || node_cores < 1 || ranks_on_node < 1) return 1.0;
-  const double used = double(std::min(threads, node_cores)) * ranks_on_node;
-  return std::min(1.0, double(node_cores) / used);
+double cpu_cores_per_rank(int threads, int node_cores, int ranks_on_node) {
+  if (threads < 1) threads = 1;
+  if (node_cores < 1 || ranks_on_node < 1) return threads;
+  return std::min(double(threads), double(node_cores) / ranks_on_node);
 }
 
 namespace {
@@ -160,17 +161,21 @@ PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world,
     p.source = str(g->label, half ? " bf16/fp16 dense" : " fp32", " datasheet");
     return p;
   }
-  // cpu: the sgemm peak of this rank's thread count, measured once per node.
+  // cpu: one core's sgemm peak, measured once per node, times the cores each rank can use.
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   p.threads = omp_get_max_threads();
   MPI_Comm_size(node, &p.ranks_on_node);
   p.node_cores = physical_cores(node_cpus(node));
-  const int n = p.threads <= 1 ? 512 : p.threads <= 4 ? 1024 : 2048;
-  one_per_node_quietly(node, [&] { p.measured = measure_sgemm_flops(n, 0.15); });
-  MPI_Bcast(&p.measured, 1, MPI_DOUBLE, 0, node);
+  one_per_node_quietly(node, [&] {
+    configure_cpu_threads(1);
+    p.per_core = measure_sgemm_flops(512, 0.15);
+    configure_cpu_threads(p.threads);
+  });
+  MPI_Bcast(&p.per_core, 1, MPI_DOUBLE, 0, node);
   MPI_Comm_free(&node);
-  double mine = p.measured * cpu_rank_share(p.threads, p.node_cores, p.ranks_on_node), sum = 0;
+  p.cores_per_rank = cpu_cores_per_rank(p.threads, p.node_cores, p.ranks_on_node);
+  double mine = p.per_core * p.cores_per_rank, sum = 0;
   int ranks = 1;
   MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, world);
   MPI_Comm_size(world, &ranks);

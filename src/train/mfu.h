@@ -13,8 +13,9 @@ namespace loom {
 struct PeakFlops {
   double per_device = 0;  // FLOP/s of one rank's device; 0: unknown (MFU is then null)
   std::string source;     // "log.peak_flops", "H100 SXM bf16/fp16 dense datasheet", "measured sgemm"
-  // cpu measurement details for the banner
-  double measured = 0;     // best sgemm FLOP/s of node-local rank 0 of rank 0's node
+  // cpu measurement details (rank 0's node) for the banner
+  double per_core = 0;        // best single-thread sgemm FLOP/s
+  double cores_per_rank = 0;  // cpu_cores_per_rank()
   int threads = 0, node_cores = 0, ranks_on_node = 0;
 };
 
@@ -31,14 +32,14 @@ double measure_sgemm_flops(int n, double budget_s);
 // of CPUs when the topology cannot be read.
 int physical_cores(const std::vector<int>& cpus);
 
-// A cpu rank's share of the measured peak: 1 when the node's ranks x threads fit its cores,
-// else the cores each rank gets (cores / ranks on the node) over the cores it measured with.
-double cpu_rank_share(int threads, int node_cores, int ranks_on_node);
+// Cores one cpu rank can use: its OpenMP threads, capped by its share of the node's physical
+// cores (fractional when the node's ranks outnumber its cores).
+double cpu_cores_per_rank(int threads, int node_cores, int ranks_on_node);
 
 // The peak of one device for MFU: log.peak_flops when > 0; on cuda the table entry for
-// `cuda_device_name`; on cpu (collective over `world`) node-local rank 0 measures the sgemm
-// peak with this rank's OpenMP threads while the node's other ranks sleep, scaled by
-// cpu_rank_share() for the node's cores in the ranks' affinity masks, and averaged over ranks.
+// `cuda_device_name`; on cpu (collective over `world`) the best single-thread sgemm of one core,
+// measured by node-local rank 0 while the node's other ranks sleep, times cpu_cores_per_rank()
+// for the physical cores in the union of the node's ranks' affinity masks; averaged over ranks.
 PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world,
                                 const std::string& cuda_device_name = "");
 

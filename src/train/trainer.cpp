@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <csignal>
 #include <cmath>
 
@@ -53,8 +54,15 @@ void Trainer::init_weights() {
     init_params(*layout_, cfg_.model, cfg_.train.seed, stage_->params());
 }
 
+// Milliseconds each communicator has spent blocked so far: tp, pp, dp + embed, world.
+std::array<double, 4> Trainer::comm_busy() const {
+  return {pc_.tp.busy_ms(), pc_.pp.busy_ms(), pc_.dp.busy_ms() + pc_.embed.busy_ms(),
+          pc_.world.busy_ms()};
+}
+
 StepStats Trainer::train_step(int step) {
   Stopwatch sw;
+  const std::array<double, 4> busy0 = comm_busy();
   const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
   const int mb = cfg_.parallel.micro_batch_size;
   opt_->zero_grad();
@@ -87,6 +95,9 @@ StepStats Trainer::train_step(int step) {
   s.loss = loss / (double(G) * T);
   s.step_ms = sw.ms();
   timers_.add("step", s.step_ms);
+  const std::array<double, 4> busy1 = comm_busy();
+  const char* axes[4] = {"tp_comm", "pp_wait", "dp_comm", "world_comm"};
+  for (int i = 0; i < 4; ++i) timers_.add(axes[i], busy1[size_t(i)] - busy0[size_t(i)]);
   return s;
 }
 
@@ -234,8 +245,9 @@ void Trainer::print_breakdown(int steps) {
   // calls, so it includes waiting for slower ranks (load imbalance) as well as transfer.
   const auto& t = timers_.totals();
   auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
-  double v[7] = {total("step"), 0, total("optimizer"), pc_.tp.busy_ms(), pc_.pp.busy_ms(),
-                 pc_.dp.busy_ms() + pc_.embed.busy_ms(), pc_.world.busy_ms()};
+  // Only time inside train_step counts (not evaluation or checkpoint saves).
+  double v[7] = {total("step"),    0, total("optimizer"), total("tp_comm"), total("pp_wait"),
+                 total("dp_comm"), total("world_comm")};
   v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6];  // compute
   pc_.world.all_reduce(v, 7, ReduceOp::Sum);
   for (double& x : v) x /= double(steps) * pc_.world.size();

@@ -1,6 +1,7 @@
 // Trainer: builds this rank's stage of the model, the optimizer, the pipeline executor and the
 // data loader from a validated Config, and runs optimizer steps.
 #pragma once
+#include <array>
 #include <functional>
 #include <memory>
 
@@ -60,6 +61,7 @@ class Trainer {
   void log_step(const StepStats& s);
   void print_breakdown(int steps);
   void print_memory();
+  std::array<double, 4> comm_busy() const;
 
   Config cfg_;
   ParallelCtx& pc_;

@@ -40,6 +40,10 @@ TEST(Console, CountsBytesPercentMs) {
   EXPECT_EQ(format_ms(1067.85), "1068 ms");
   EXPECT_EQ(format_ms(42.26), "42.3 ms");
   EXPECT_EQ(format_ms(12345), "12.3 s");
+  EXPECT_EQ(format_flops(156.2e9), "156 GFLOP/s");
+  EXPECT_EQ(format_flops(1e11), "100 GFLOP/s");
+  EXPECT_EQ(format_flops(989e12), "989 TFLOP/s");
+  EXPECT_EQ(format_flops(19.5e12), "19.5 TFLOP/s");
 }
 
 TEST(Console, StepLine) {
@@ -163,7 +167,7 @@ TEST(Console, Summary) {
   s.last_step = 30;
   s.tokens = 30 * 512;
   s.wall_s = 34.2;
-  s.loop_s = 32.0;
+  s.step_s = 32.0;
   s.mfu = 0.0123;
   s.logged = 4;
   s.final_loss = 6.12;
@@ -174,8 +178,8 @@ TEST(Console, Summary) {
   s.run_dir = "runs/q";
   auto lines = format_summary(s);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "done: 30 steps (1-30), 15.4k tokens in 32s of training (34s since start) "
-                      "| mean 480 tok/s, MFU 1.23%");
+  EXPECT_EQ(lines[0], "done: 30 steps (1-30), 15.4k tokens | 32s in steps, 34s since start | "
+                      "mean 480 tok/s, MFU 1.23% over the steps");
   EXPECT_EQ(lines[1], "loss: final 6.1200 | lowest logged 6.1000 (step 20) | peak memory 151 MiB "
                       "(largest rank)");
   EXPECT_EQ(lines[2], "metrics: runs/q/metrics.jsonl | plot: scripts/plot_metrics.py runs/q");

@@ -83,13 +83,13 @@ TEST(Mfu, PeakPerDeviceFromConfigOrTable) {
   EXPECT_NE(p.source.find("log.peak_flops"), std::string::npos);  // tells the fix
 }
 
-TEST(Mfu, CpuShareOfOversubscribedNode) {
-  EXPECT_DOUBLE_EQ(cpu_rank_share(1, 2, 8), 0.25);   // 8 ranks x 1 thread on 2 cores
-  EXPECT_DOUBLE_EQ(cpu_rank_share(1, 2, 2), 1.0);    // fits
-  EXPECT_DOUBLE_EQ(cpu_rank_share(8, 64, 8), 1.0);   // 8 x 8 threads on 64 cores
-  EXPECT_DOUBLE_EQ(cpu_rank_share(16, 64, 8), 0.5);  // 8 x 16 threads on 64 cores
-  EXPECT_DOUBLE_EQ(cpu_rank_share(4, 2, 1), 1.0);    // measured with 4 threads on 2 cores
-  EXPECT_DOUBLE_EQ(cpu_rank_share(0, 2, 1), 1.0);    // unknown: no scaling
+TEST(Mfu, CpuCoresPerRank) {
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 8), 0.25);  // 8 ranks x 1 thread on 2 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 2), 1.0);   // fits
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(2, 2, 1), 2.0);   // one rank, both cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(8, 64, 8), 8.0);  // 8 x 8 threads on 64 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(16, 64, 8), 8.0); // hyper-threads: 16 threads, 8 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(4, 0, 1), 4.0);   // topology unknown: the threads
 }
 
 TEST(Mfu, PhysicalCoresOfThisMachine) {

@@ -1,0 +1,13 @@
+// loom plan: the memory, communication and step-time model of every layout of a config's model
+// on a cluster (src/plan/), printed as a ranked table or JSON.
+#pragma once
+#include "cli/args.h"
+
+namespace loom::cli {
+
+// loom plan CONFIG.yaml [--cluster CLUSTER.yaml] [--json] [--set key=value]...
+// Without --cluster: this machine (one node, one cpu rank per physical core). Exit 0 when some
+// layout fits; otherwise the plan is printed and one line on stderr names what is short.
+int cmd_plan(const Args& a);
+
+}  // namespace loom::cli

@@ -1,0 +1,146 @@
+// Per-axis byte counts of a step (mirroring GPTStage, block, PipelineExecutor, ZeroOptimizer
+// and Trainer::train_step), rank placement on nodes, and alpha-beta collective times.
+#include "plan/comm_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "optim/zero.h"
+#include "parallel/grid.h"
+
+namespace loom::plan {
+
+namespace {
+constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce bucket (elements)
+}
+
+CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            int microbatches) {
+  const uint64_t m = uint64_t(microbatches), L = uint64_t(sh.num_layers);
+  const uint64_t N = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len);
+  const uint64_t NC = N * uint64_t(pm.model.d_model) * uint64_t(pm.prec.act);
+  const uint64_t grad = uint64_t(pm.prec.grad), param = uint64_t(pm.prec.param);
+  CommVolume v;
+  v.exact = pm.exact_backend() && c.zero <= 2 && c.recompute != Recompute::Full;
+
+  if (c.tp > 1) {
+    // Per micro-batch: 2 all-reduces per block forward and 2 per block backward (a full
+    // recompute repeats the forward's 2), the embedding output (first stage), and on the last
+    // stage the head's input gradient plus the vocab-parallel softmax row max and sums (fp32).
+    uint64_t big = 4 * L + (sh.first ? 1 : 0) + (sh.last ? 1 : 0);
+    if (c.recompute == Recompute::Full) big += 2 * L;
+    v.tp.bytes = m * (big * NC + (sh.last ? 3 * N * 4 : 0));
+    v.tp.calls = int64_t(m * (big + (sh.last ? 2 : 0)));
+  }
+  if (c.pp > 1) {
+    // Per micro-batch: the stage output forward (all but the last stage) and the input's
+    // gradient backward (all but the first).
+    const uint64_t sends = (sh.last ? 0 : 1) + (sh.first ? 0 : 1);
+    v.pp.bytes = m * sends * NC;
+    v.pp.calls = int64_t(m * sends);
+  }
+  const bool tied = sh.tied_across_stages && sh.wte > 0;
+  if (c.dp > 1) {
+    const uint64_t shard = zero_shard_size(sh.total, c.dp);
+    if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
+      v.dp.bytes = sh.total * grad;
+      v.dp.calls = int64_t((sh.total + kDpBucket - 1) / kDpBucket);
+    } else if (c.zero == 2) {
+      // Every micro-batch: each layer's gradients and the non-layer tensors reduced to their
+      // owners; the tied embedding waits for the embed group and is reduced once per step.
+      const uint64_t deferred = tied ? sh.wte : 0;
+      v.dp.bytes = m * (sh.layer_elems + sh.other - deferred) * grad + deferred * grad;
+      v.dp.calls = int64_t(m * (L + 2) + (tied ? 1 : 0));
+    } else {
+      // Stage 3 (estimate): every micro-batch gathers the stage's parameters for forward and
+      // again for backward, and reduce-scatters its gradients.
+      v.dp.bytes = m * (2 * shard * param + uint64_t(c.dp) * shard * grad);
+      v.dp.calls = int64_t(m * (3 * L + 3));
+    }
+    if (c.zero == 1 || c.zero == 2) {  // the updated parameters, all-gathered once
+      v.dp.bytes += shard * param;
+      v.dp.calls += 1;
+    }
+  }
+  if (tied) {  // first and last stage sum the tied embedding's gradient
+    v.embed.bytes = sh.wte * grad;
+    v.embed.calls = 1;
+  }
+  if (c.world() > 1) {  // gradient norm and loss: one double each over the world
+    v.world.bytes = 2 * sizeof(double);
+    v.world.calls = 2;
+  }
+  return v;
+}
+
+namespace {
+
+// How the group of `axis` containing each rank lies on nodes: does any group span nodes, and
+// how many members share a node (taken from the group of rank 0).
+AxisLink link_of(const ClusterSpec& cl, const Grid& g, Axis axis) {
+  const int gpn = cl.gpus_per_node, n = g.size(axis);
+  AxisLink l;
+  l.size = n;
+  int per_node = 0;
+  for (int r = 0; r < g.size(); ++r) {
+    Coord base = g.coord_of(r);
+    const bool in_group0 = base.dp * (axis != Axis::DP) + base.pp * (axis != Axis::PP) +
+                               base.tp * (axis != Axis::TP) == 0;
+    (axis == Axis::DP ? base.dp : axis == Axis::PP ? base.pp : base.tp) = 0;
+    const int b = g.rank_of(base);
+    if (b / gpn != r / gpn) l.spans_nodes = true;
+    if (in_group0 && r / gpn == 0) ++per_node;
+  }
+  const double intra = cl.intra_node.bytes_per_s(), inter = cl.inter_node.bytes_per_s();
+  l.bytes_per_s = l.spans_nodes ? std::min(intra, inter * std::max(1, per_node)) : intra;
+  l.latency_s = l.spans_nodes ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
+  return l;
+}
+
+}  // namespace
+
+Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& order) {
+  Grid g(c.dp, c.pp, c.tp, order);
+  Placement p;
+  p.tp = link_of(cl, g, Axis::TP);
+  p.pp = link_of(cl, g, Axis::PP);
+  p.dp = link_of(cl, g, Axis::DP);
+  // The embedding group pairs stage 0 with the last stage of the same (dp, tp).
+  p.embed = p.pp;
+  p.embed.size = c.pp > 1 ? 2 : 1;
+  if (c.pp > 1) {
+    bool spans = false;
+    for (int d = 0; d < c.dp; ++d)
+      for (int t = 0; t < c.tp; ++t) {
+        int a = g.rank_of(Coord{d, 0, t}), b = g.rank_of(Coord{d, c.pp - 1, t});
+        spans = spans || a / cl.gpus_per_node != b / cl.gpus_per_node;
+      }
+    p.embed.spans_nodes = spans;
+    p.embed.bytes_per_s = spans ? cl.inter_node.bytes_per_s() : cl.intra_node.bytes_per_s();
+    p.embed.latency_s = spans ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
+  }
+  const int world = c.world();
+  const double lat = world > cl.gpus_per_node ? cl.inter_node.latency_s()
+                                              : cl.intra_node.latency_s();
+  p.world_latency_s = world > 1 ? 2.0 * std::ceil(std::log2(double(world))) * lat : 0.0;
+  return p;
+}
+
+double all_reduce_s(const AxisLink& l, double bytes, int64_t calls) {
+  if (l.size <= 1 || calls <= 0) return 0;
+  const double n = l.size;
+  return double(calls) * 2 * (n - 1) * l.latency_s + 2 * (n - 1) / n * bytes / l.bytes_per_s;
+}
+
+double gather_s(const AxisLink& l, double bytes, int64_t calls) {
+  if (l.size <= 1 || calls <= 0) return 0;
+  const double n = l.size;
+  return double(calls) * (n - 1) * l.latency_s + (n - 1) / n * bytes / l.bytes_per_s;
+}
+
+double p2p_s(const AxisLink& l, double bytes, int64_t calls) {
+  if (l.size <= 1 || calls <= 0) return 0;
+  return double(calls) * l.latency_s + bytes / l.bytes_per_s;
+}
+
+}  // namespace loom::plan

@@ -1,0 +1,49 @@
+// Communication of one training step: the bytes each rank's Comm objects count (bytes_sent(),
+// per axis), where each axis's groups sit on the cluster, and alpha-beta collective times.
+#pragma once
+#include <cstdint>
+
+#include "plan/cluster.h"
+#include "plan/layout_model.h"
+
+namespace loom::plan {
+
+struct AxisTraffic {
+  uint64_t bytes = 0;  // payload as Comm::bytes_sent() counts it
+  int64_t calls = 0;   // collective / p2p calls (approximate for ZeRO-2's per-owner reduces)
+};
+
+// One rank of `stage` over one train_step (forward/backward of every micro-batch, gradient
+// reduction, optimizer, loss): exact for the cpu backend with recompute none and ZeRO <= 2;
+// ZeRO 3 and full recompute (which repeats each block's two forward TP all-reduces) are
+// estimates. A size-1 axis counts nothing, as in loom.
+struct CommVolume {
+  AxisTraffic tp, pp, dp, embed, world;
+  bool exact = false;
+};
+CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            int microbatches);
+
+// The link one group of an axis uses: intra-node when every member shares a node, else the
+// inter-node network with min(intra, inter x members-per-node) bandwidth (each device has its
+// own NIC and NCCL spreads rings over them).
+struct AxisLink {
+  int size = 1;
+  bool spans_nodes = false;
+  double bytes_per_s = 1;
+  double latency_s = 0;
+};
+struct Placement {
+  AxisLink tp, pp, dp, embed;
+  double world_latency_s = 0;  // one tiny world all-reduce (tree: 2 log2(world) hops)
+};
+// Ranks are placed with the grid's axis order (default tp-dp-pp: consecutive ranks fill a node).
+Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& order);
+
+// Alpha-beta times of `calls` collectives moving `bytes` in all (the full buffer): ring
+// all-reduce 2(n-1)/n, reduce-scatter / all-gather (n-1)/n, point-to-point 1.
+double all_reduce_s(const AxisLink& l, double bytes, int64_t calls);
+double gather_s(const AxisLink& l, double bytes, int64_t calls);
+double p2p_s(const AxisLink& l, double bytes, int64_t calls);
+
+}  // namespace loom::plan

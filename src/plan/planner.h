@@ -1,0 +1,56 @@
+// The planner: enumerates (dp, pp, tp, micro-batch, ZeRO stage, recompute) layouts of a model
+// on a cluster, rejects the impossible ones with a reason, and ranks the rest by step time.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "plan/cluster.h"
+#include "plan/comm_model.h"
+#include "plan/layout_model.h"
+#include "plan/memory_model.h"
+#include "plan/step_model.h"
+
+namespace loom::plan {
+
+// The config lines that make planning impossible (model shape, global batch, schedule, order),
+// as validate() words them; the configured parallel layout itself is ignored.
+std::vector<std::string> config_errors(const Config& cfg);
+
+// The model of a config on a cluster. A cpu cluster runs loom's cpu backend (fp32); a cuda
+// cluster runs train.dtype when the config is a cuda run, else its bf16 twin. `note` says which
+// precision was chosen when it differs from the config.
+PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note = nullptr);
+
+struct PlanEntry {
+  Candidate c;
+  int microbatches = 0;   // per DP rank per step
+  MemoryEstimate memory;  // the largest rank's
+  int memory_stage = 0;   // its pipeline stage
+  StepTime time;          // valid entries only
+  CommVolume comm;        // per axis, the largest count over stages (bytes per rank per step)
+  bool estimate = false;  // some part is modelled from its definition, not from loom's code
+  std::string reason;     // rejected entries: why
+  double short_bytes = 0; // rejected for memory: the excess over the device's memory
+  bool grid_only = false; // rejected before micro-batch / ZeRO / recompute were chosen
+};
+
+struct Plan {
+  PlanModel pm;
+  ClusterSpec cluster;
+  std::vector<PlanEntry> valid;     // fastest first
+  std::vector<PlanEntry> rejected;  // grid rejections first, then memory (closest to fit first)
+  int64_t grids = 0;                // (dp, pp, tp) factorizations of the device count
+  int64_t evaluated = 0;            // full candidates whose memory was modelled
+};
+
+// Every (tp, pp) with tp*pp dividing the cluster's devices (dp = devices / (tp*pp)), every
+// micro-batch size dividing global_batch/dp, ZeRO 0-3 (only 0 when dp = 1: nothing to shard),
+// recompute none/selective/full.
+Plan make_plan(const PlanModel& pm, const ClusterSpec& cl);
+
+// "" when some layout fits; else one line naming the short resource and by how much.
+std::string no_fit_message(const Plan& p);
+
+}  // namespace loom::plan

@@ -1,0 +1,96 @@
+// Step-time model: per-stage FLOPs, the pipelined critical path, and exposed collectives.
+#include "plan/step_model.h"
+
+#include <algorithm>
+
+#include "optim/zero.h"
+#include "train/flops.h"
+
+namespace loom::plan {
+
+namespace {
+constexpr double kDpBucket = double(uint64_t(1) << 24);  // ZeroOptimizer's bucket (elements)
+constexpr double kBackwardShare = 2.0 / 3.0;             // backward = 2x forward FLOPs
+}  // namespace
+
+double stage_flops_per_micro_batch(const PlanModel& pm, const Candidate& c, const StageShape& sh) {
+  const double n = double(c.micro_batch) * pm.model.seq_len;  // tokens per micro-batch
+  const double C = pm.model.d_model, T = pm.model.seq_len, L = sh.num_layers;
+  const double weights = double(sh.layer_elems);               // this rank's layer shard
+  const double attn = 12.0 * C * T * L / c.tp;                 // scores and weighted values
+  double f = n * (6.0 * weights + attn);
+  if (sh.last) f += 6.0 * n * C * sh.vocab_local;              // the vocab-parallel head
+  if (c.recompute == Recompute::Full) f += n * (2.0 * weights + attn / 3.0);
+  if (c.recompute == Recompute::Selective) f += n * attn / 3.0;
+  return f;
+}
+
+StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<StageShape>& shapes,
+                   int microbatches, const ClusterSpec& cl, const Placement& place) {
+  const bool overlap = pm.device == "cuda";
+  const double m = microbatches, rate = cl.peak_flops * cl.efficiency;
+  const double grad = pm.prec.grad, param = pm.prec.param;
+  struct Slowest {
+    double t_mb = -1, comp = 0, tp = 0, pp = 0, dp = 0, flops = 0;
+    int stage = 0;
+  } slow;
+  double tail = -1, tail_dp = 0, tail_embed = 0;
+
+  for (const StageShape& sh : shapes) {
+    const double flops = stage_flops_per_micro_batch(pm, c, sh);
+    const double comp = flops / rate;
+    const CommVolume v = step_comm_volume(pm, c, sh, microbatches);
+    const double tp = all_reduce_s(place.tp, double(v.tp.bytes) / m, int64_t(v.tp.calls / m));
+    const double pp = p2p_s(place.pp, double(v.pp.bytes) / m, int64_t(v.pp.calls / m));
+
+    // DP work inside each micro-batch (ZeRO 2 reduces, ZeRO 3 gathers) and after the pipeline.
+    const double total = double(sh.total), layer_frac =
+        std::min(1.0, double(sh.widest_layer + sh.other) / std::max(1.0, total));
+    const double padded = double(zero_shard_size(sh.total, c.dp)) * c.dp;
+    double dp_mb = 0, dp_tail = 0;
+    if (c.dp > 1) {
+      if (c.zero <= 1) {
+        const double ar = all_reduce_s(place.dp, total * grad, int64_t(total / kDpBucket) + 1);
+        const double last = all_reduce_s(place.dp, std::min(total, kDpBucket) * grad, 1);
+        dp_tail = overlap ? std::max(last, ar - kBackwardShare * comp) : ar;
+      }
+      if (c.zero == 2) {
+        const double rs = gather_s(place.dp, double(sh.layer_elems + sh.other) * grad,
+                                   sh.num_layers + 2);
+        dp_mb = overlap ? std::max(rs * layer_frac, rs - kBackwardShare * comp) : rs;
+      }
+      if (c.zero == 3) {
+        const double g3 = 2 * gather_s(place.dp, padded * param, sh.num_layers + 1) +
+                          gather_s(place.dp, padded * grad, sh.num_layers + 1);
+        dp_mb = overlap ? std::max(g3 * layer_frac, g3 - comp) : g3;
+      }
+      if (c.zero == 1 || c.zero == 2) {
+        const double ag = gather_s(place.dp, padded * param, 1);
+        dp_tail += overlap ? ag * layer_frac : ag;
+      }
+    }
+    const double embed = all_reduce_s(place.embed, double(v.embed.bytes), v.embed.calls);
+
+    const double t_mb = comp + tp + pp + dp_mb;
+    if (t_mb > slow.t_mb) slow = {t_mb, comp, tp, pp, dp_mb, flops, sh.stage};
+    if (dp_tail + embed > tail) tail = dp_tail + embed, tail_dp = dp_tail, tail_embed = embed;
+  }
+
+  StepTime t;
+  t.slowest_stage = slow.stage;
+  t.compute = m * slow.comp;
+  t.tp = m * slow.tp;
+  t.pp = m * slow.pp;
+  t.dp = m * slow.dp + tail_dp;
+  t.bubble = double(c.pp - 1) * slow.t_mb;
+  t.embed = tail_embed;
+  t.world = place.world_latency_s;
+  t.total = (m + c.pp - 1) * slow.t_mb + tail + t.world;
+  t.hw_flops_rank = m * slow.flops;
+  const double tokens = double(pm.global_batch) * pm.model.seq_len;
+  t.tokens_per_s = tokens / t.total;
+  t.mfu = flops_per_token(pm.model) * t.tokens_per_s / (cl.peak_flops * c.world());
+  return t;
+}
+
+}  // namespace loom::plan
