@@ -44,7 +44,8 @@ json model_json(const ModelConfig& m) {
           {"positions", m.positions()}, {"tie_embeddings", m.tie_embeddings}};
 }
 
-// Gathers a ZeRO-sharded moment buffer to DP rank 0 as the whole flat buffer (stage 0: as is).
+// Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to DP rank 0 as the whole flat
+// buffer (stage 0: as is).
 std::vector<float> gather_moment(const float* shard, const ZeroOptimizer& opt, size_t total,
                                  ParallelCtx& pc) {
   const ShardRange r = opt.shard();
@@ -170,11 +171,14 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   const size_t total = layout.total();
   std::vector<float> m = gather_moment(opt.m(), opt, total, pc);
   std::vector<float> v = gather_moment(opt.v(), opt, total, pc);
+  std::vector<float> p3;  // ZeRO-3 keeps parameters sharded too: gather them the same way
+  if (opt.stage() == 3) p3 = gather_moment(opt.param_shard(), opt, total, pc);
+  const float* params = opt.stage() == 3 ? p3.data() : model.params();
   json mine = json::object();
   collectively([&] {
     if (pc.coord.dp != 0) return;
     std::string file = (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
-    mine = write_shard(file, layout, model.params(), m.data(), v.data());
+    mine = write_shard(file, layout, params, m.data(), v.data());
   }, pc.world.mpi());
   // Fault injection for the checkpoint tests: LOOM_FAULT_KILL_IN_SAVE=STEP makes the last rank
   // die by SIGKILL after the shards are written and before the checkpoint is committed.
@@ -337,11 +341,11 @@ void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, 
   }
 }
 
-void load_checkpoint(const std::string& dir, const ParamLayout& layout, GPTStage& model,
-                     ZeroOptimizer& opt) {
-  // Whole-stage moments are read, then this rank keeps its ZeRO shard of them.
-  std::vector<float> m(layout.total()), v(layout.total());
-  read_checkpoint_tensors(dir, layout, model.params(), m.data(), v.data());
+void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOptimizer& opt) {
+  // Whole-stage tensors are read, then this rank keeps its ZeRO part of them.
+  std::vector<float> p(layout.total()), m(layout.total()), v(layout.total());
+  read_checkpoint_tensors(dir, layout, p.data(), m.data(), v.data());
+  opt.set_full_params(p.data());
   const ShardRange r = opt.shard();
   std::copy(m.begin() + long(r.lo), m.begin() + long(r.hi), opt.m());
   std::copy(v.begin() + long(r.lo), v.begin() + long(r.hi), opt.v());

@@ -39,8 +39,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
 ResumePoint find_resume(const Config& cfg, ParallelCtx& pc);
 
 // Loads parameters and AdamW moments of `dir` into this rank's shard of the current layout.
-void load_checkpoint(const std::string& dir, const ParamLayout& layout, GPTStage& model,
-                     ZeroOptimizer& opt);
+void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOptimizer& opt);
 // Reads the global regions `layout` holds: parameters into params (flat, layout offsets) and,
 // when m and v are given, the whole-stage AdamW moments. UserError names a missing tensor/shard.
 void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, float* params,

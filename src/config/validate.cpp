@@ -13,7 +13,7 @@ namespace {
 
 // The highest ZeRO stage implemented. Raise it when stage 1/2 land: the "not supported yet"
 // message below follows it, and it is the only place that knows.
-constexpr int kMaxSupportedZeroStage = 2;
+constexpr int kMaxSupportedZeroStage = 3;
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 

@@ -13,16 +13,21 @@
 namespace loom {
 
 GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch,
-                   int num_slots, ParallelCtx& pc, size_t param_capacity, GradHooks hooks)
-    : m_(m), layout_(layout), pc_(pc), hooks_(std::move(hooks)) {
+                   int num_slots, ParallelCtx& pc, size_t param_capacity, GradHooks hooks,
+                   ParamHooks param_hooks)
+    : m_(m), layout_(layout), pc_(pc), hooks_(std::move(hooks)), phooks_(std::move(param_hooks)) {
   const int tp = layout.tp();
   dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
   const size_t N = size_t(dims_.N()), C = size_t(dims_.C), L = size_t(layout.layers().num_layers);
 
-  const size_t cap = std::max(param_capacity, layout.total());
-  params_buf_ = Buffer(cap * sizeof(float), Device::CPU);
-  params_buf_.zero();
-  params_ = Tensor(params_buf_.data(), DType::F32, Device::CPU, {int64_t(cap)});
+  if (!phooks_.where) {  // default placement: one flat buffer, padded for ZeRO's shards
+    const size_t cap = std::max(param_capacity, layout.total());
+    params_buf_ = Buffer(cap * sizeof(float), Device::CPU);
+    params_buf_.zero();
+    params_ = Tensor(params_buf_.data(), DType::F32, Device::CPU, {int64_t(cap)});
+    float* base = params_.f32();
+    phooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
+  }
   if (!hooks_.where) {  // default placement: one flat buffer shaped like the parameters
     grads_buf_ = Buffer(layout.total() * sizeof(float), Device::CPU);
     grads_buf_.zero();
@@ -30,11 +35,9 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     float* base = grads_.f32();
     hooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
   }
-  float* pbase = params_.f32();
-  auto param_at = [pbase](const ParamSpec& p) { return pbase + p.offset; };
   for (size_t l = 0; l < L; ++l) {
     int layer = layout.layers().first_layer + int(l);
-    w_.push_back(weights_at(param_at, layer));
+    w_.push_back(weights_at(phooks_.where, layer));
     g_.push_back(weights_at(hooks_.where, layer));
   }
 
@@ -96,18 +99,25 @@ BlockWeights GPTStage::weights_at(const std::function<float*(const ParamSpec&)>&
 void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
   Slot& s = slots_[size_t(slot)];
   const int B = dims_.B, T = dims_.T, C = dims_.C, N = dims_.N();
+  const bool ends = layout_.first_stage() || layout_.last_stage();
+  if (ends) gather(-1);  // embeddings, final norm, classifier
   if (layout_.first_stage()) {
     std::memcpy(s.tokens, tokens, size_t(N) * sizeof(int32_t));
-    const float* wte = params() + layout_.get("wte.weight").offset;
+    const float* wte = param("wte.weight");
     // Position embeddings are added by one TP rank so the all-reduce counts them once.
-    const float* wpe = layout_.tp_rank() == 0 ? params() + layout_.get("wpe.weight").offset : nullptr;
+    const float* wpe = layout_.tp_rank() == 0 ? param("wpe.weight") : nullptr;
     cpu::embedding_forward(s.xs[0], tokens, wte, wpe, B, T, C, layout_.vocab_start(),
                            layout_.vocab_local());
     pc_.tp.all_reduce(s.xs[0], size_t(N) * C, ReduceOp::Sum);
   }
-  for (size_t l = 0; l < w_.size(); ++l)
+  const int first = layout_.layers().first_layer;
+  for (size_t l = 0; l < w_.size(); ++l) {
+    gather(first + int(l));
     block_forward(s.xs[l + 1], s.xs[l], w_[l], s.layers[l], bs_, dims_, pc_.tp);
+    release(first + int(l));
+  }
   if (layout_.last_stage()) head(s, targets, dloss);
+  if (ends) release(-1);
 }
 
 void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
@@ -117,9 +127,9 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   const ParamSpec& lnw = layout_.get("ln_f.weight");
   const ParamSpec& lnb = layout_.get("ln_f.bias");
   const ParamSpec& head = layout_.get(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
-  const float* W = params() + head.offset;  // (Vl, C)
-  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, params() + lnw.offset,
-                         params() + lnb.offset, N, C);
+  const float* W = phooks_.where(head);  // (Vl, C)
+  cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, phooks_.where(lnw), phooks_.where(lnb),
+                         N, C);
   // Logits (N, Vl) and this shard's softmax statistics, computed in vocab chunks while hot.
   cpu::classifier_forward(logits_, targets ? maxv_ : nullptr, targets ? sums_ : nullptr, lnf_, W,
                           targets, N, C, Vl, vstart, V);
@@ -142,7 +152,7 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   pc_.tp.all_reduce(dlnf_, size_t(N) * C, ReduceOp::Sum);
   std::memset(s.dfinal, 0, size_t(N) * C * sizeof(float));
   cpu::layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), dlnf_, x,
-                          params() + lnw.offset, lnf_mean_, lnf_rstd_, N, C);
+                          phooks_.where(lnw), lnf_mean_, lnf_rstd_, N, C);
 }
 
 void GPTStage::backward(int slot, const float* dout, float* dinput) {
@@ -152,8 +162,10 @@ void GPTStage::backward(int slot, const float* dout, float* dinput) {
   const int L = int(w_.size());
   for (int l = L - 1; l >= 0; --l) {
     float* dnext = (l == 0 && dinput) ? dinput : dbuf_[(L - 1 - l) % 2];
+    gather(layout_.layers().first_layer + l);
     block_backward(dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
+    release(layout_.layers().first_layer + l);
     dcur = dnext;
     if (hooks_.layer_done) hooks_.layer_done(layout_.layers().first_layer + l);
   }

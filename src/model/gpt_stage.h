@@ -23,15 +23,25 @@ struct GradHooks {
   std::function<void()> backward_done;            // end of one micro-batch's backward
 };
 
+// Where parameters live. By default one flat buffer (params()). ZeRO-3 keeps only a shard and
+// gathers each layer's parameters (layer >= 0), or the embedding/final-norm/head tensors
+// (layer -1), into working buffers right before use and releases them after.
+struct ParamHooks {
+  std::function<float*(const ParamSpec&)> where;  // working copy of each tensor
+  std::function<void(int layer)> gather;
+  std::function<void(int layer)> release;
+};
+
 class GPTStage {
  public:
   // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once;
   // param_capacity >= layout.total(): the flat parameter buffer is padded to it (ZeRO shards).
   GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
-           ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {});
+           ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {},
+           ParamHooks param_hooks = {});
 
   const ParamLayout& layout() const { return layout_; }
-  float* params() { return params_.f32(); }
+  float* params() { return params_.data ? params_.f32() : nullptr; }  // default placement only
   float* grads() { return grads_.data ? grads_.f32() : nullptr; }  // default placement only
   size_t num_params() const { return layout_.total(); }
   int tokens_per_micro_batch() const { return dims_.N(); }
@@ -72,6 +82,9 @@ class GPTStage {
   };
   BlockWeights weights_at(const std::function<float*(const ParamSpec&)>& at, int layer) const;
   float* grad(const std::string& name) const { return hooks_.where(layout_.get(name)); }
+  float* param(const std::string& name) const { return phooks_.where(layout_.get(name)); }
+  void gather(int layer) { if (phooks_.gather) phooks_.gather(layer); }
+  void release(int layer) { if (phooks_.release) phooks_.release(layer); }
   void head(Slot& s, const int32_t* targets, float dloss);
 
   const ModelConfig m_;
@@ -79,6 +92,7 @@ class GPTStage {
   ParallelCtx& pc_;
   BlockDims dims_;
   GradHooks hooks_;
+  ParamHooks phooks_;
   Buffer params_buf_, grads_buf_;
   Tensor params_, grads_;
   std::vector<BlockWeights> w_, g_;

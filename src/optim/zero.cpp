@@ -55,13 +55,73 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
   }
   layer_stage_ = Buffer(widest * sizeof(float), Device::CPU);
   other_stage_ = Buffer(other * sizeof(float), Device::CPU);
-  zero_grad();
+  if (stage_ == 3) {
+    param_shard_ = Buffer(shard_size_ * sizeof(float), Device::CPU);
+    param_shard_.zero();
+    layer_work_ = Buffer(widest * sizeof(float), Device::CPU);
+    other_work_ = Buffer(other * sizeof(float), Device::CPU);
+  }
 }
 
 bool ZeroOptimizer::deferred(const ParamSpec& p) const {
   // The tied embedding must be summed between the first and last stage before the DP
   // reduction; it stays whole in its staging buffer until the end of the step.
   return tied_across_stages_ && p.name == "wte.weight";
+}
+
+ParamHooks ZeroOptimizer::param_hooks() {
+  if (stage_ < 3) return {};
+  ParamHooks h;
+  const int first_layer = layout_.layers().first_layer;
+  h.where = [this, first_layer](const ParamSpec& p) {
+    if (p.layer >= 0)
+      return static_cast<float*>(layer_work_.data()) +
+             (p.offset - layer_begin_[size_t(p.layer - first_layer)]);
+    return static_cast<float*>(other_work_.data()) + other_offset_.at(p.offset);
+  };
+  h.gather = [this, first_layer](int layer) {
+    if (layer >= 0) {
+      size_t l = size_t(layer - first_layer);
+      gather_range(layer_begin_[l], layer_end_[l], static_cast<float*>(layer_work_.data()));
+      return;
+    }
+    for (const ParamSpec& p : layout_.params())
+      if (p.layer < 0)
+        gather_range(p.offset, p.offset + p.numel(),
+                     static_cast<float*>(other_work_.data()) + other_offset_.at(p.offset));
+  };
+  h.release = [](int) {};  // the working buffers are simply reused by the next gather
+  return h;
+}
+
+// out (end - begin) = elements [begin, end) of the flat layout, from every DP rank's shard.
+void ZeroOptimizer::gather_range(size_t begin, size_t end, float* out) {
+  std::vector<int> counts(static_cast<size_t>(dp_)), displs(counts.size());
+  for (int d = 0; d < dp_; ++d) {
+    size_t lo = std::max(begin, size_t(d) * shard_size_);
+    size_t hi = std::min(end, size_t(d + 1) * shard_size_);
+    counts[size_t(d)] = lo < hi ? int(hi - lo) : 0;
+    displs[size_t(d)] = lo < hi ? int(lo - begin) : 0;
+  }
+  size_t lo = std::max(begin, shard_.lo);
+  const float* mine = param_shard() + (lo < shard_.hi ? lo - shard_.lo : 0);
+  pc_.dp.all_gatherv(mine, out, counts, displs);
+}
+
+void ZeroOptimizer::set_full_params(const float* full) {
+  if (stage_ < 3) {
+    std::copy(full, full + layout_.total(), model_->params());
+    return;
+  }
+  std::copy(full + shard_.lo, full + shard_.hi, static_cast<float*>(param_shard_.data()));
+}
+
+void ZeroOptimizer::get_full_params(float* full) {
+  if (stage_ < 3) {
+    std::copy(model_->params(), model_->params() + layout_.total(), full);
+    return;
+  }
+  gather_range(0, layout_.total(), full);
 }
 
 GradHooks ZeroOptimizer::grad_hooks() {
@@ -92,8 +152,8 @@ GradHooks ZeroOptimizer::grad_hooks() {
 }
 
 void ZeroOptimizer::attach(GPTStage& stage) {
-  LOOM_CHECK(stage.param_bytes() >= param_capacity() * sizeof(float), "parameter buffer of ",
-             stage.param_bytes(), " bytes is smaller than the ZeRO padding needs");
+  LOOM_CHECK(stage_ == 3 || stage.param_bytes() >= param_capacity() * sizeof(float),
+             "parameter buffer of ", stage.param_bytes(), " bytes is smaller than ZeRO needs");
   model_ = &stage;
 }
 
@@ -161,7 +221,8 @@ double ZeroOptimizer::reduce_grads_and_norm() {
 }
 
 void ZeroOptimizer::step(double lr, float grad_scale, int step) {
-  float* params = model_->params();
+  float* params = stage_ == 3 ? nullptr : model_->params();
+  float* pshard = static_cast<float*>(param_shard_.data());
   const float* g = shard_grads();
   for (const ParamSpec& p : layout_.params()) {
     size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
@@ -169,9 +230,10 @@ void ZeroOptimizer::step(double lr, float grad_scale, int step) {
     cpu::AdamWParams a{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps),
                        p.decay ? float(cfg_.weight_decay) : 0.0f, step, grad_scale};
     size_t k = lo - shard_.lo;
-    cpu::adamw_update(params + lo, g + k, m() + k, v() + k, hi - lo, a);
+    float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
+    cpu::adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, a);
   }
-  if (stage_ > 0) {
+  if (stage_ == 1 || stage_ == 2) {
     float* mine = params + size_t(pc_.dp.rank()) * shard_size_;
     pc_.dp.all_gather(mine, params, shard_size_);
   }
@@ -179,7 +241,8 @@ void ZeroOptimizer::step(double lr, float grad_scale, int step) {
 
 MemoryReport ZeroOptimizer::memory() const {
   MemoryReport r;
-  r.params = model_->param_bytes();
+  r.params = stage_ == 3 ? param_shard_.bytes() : model_->param_bytes();
+  r.param_buckets = layer_work_.bytes() + other_work_.bytes();
   r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
   r.grad_buckets = layer_stage_.bytes() + other_stage_.bytes();
   r.optimizer = m_.bytes() + v_.bytes();

@@ -3,7 +3,9 @@
 // this rank's contiguous shard of the flat buffer; gradients are all-reduced, each rank
 // updates its shard, parameters are all-gathered. Stage 2: gradients too are kept only for the
 // shard: each layer's gradients are reduced to their owners right after that layer's backward,
-// every micro-batch, from a one-layer staging buffer.
+// every micro-batch, from a one-layer staging buffer. Stage 3: parameters too exist only as the
+// shard; each layer's parameters (and the embedding/head tensors) are all-gathered into a
+// working buffer right before use in forward and backward.
 #pragma once
 #include <map>
 #include <vector>
@@ -25,7 +27,9 @@ size_t zero_shard_size(size_t total, int dp);
 ShardRange zero_shard(size_t total, int dp, int rank);
 
 struct MemoryReport {
-  size_t params = 0, grads = 0, grad_buckets = 0, optimizer = 0, activations = 0;
+  size_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  size_t grad_buckets = 0;   // stage >= 2: staging of one layer's and the non-layer gradients
+  size_t param_buckets = 0;  // stage 3: working copies of one layer and the non-layer tensors
 };
 
 class ZeroOptimizer {
@@ -34,7 +38,13 @@ class ZeroOptimizer {
 
   int stage() const { return stage_; }
   size_t param_capacity() const { return size_t(dp_) * shard_size_; }
-  GradHooks grad_hooks();            // stage 2 places gradients itself; {} otherwise
+  GradHooks grad_hooks();            // stages 2, 3 place gradients themselves; {} otherwise
+  ParamHooks param_hooks();          // stage 3 places parameters itself; {} otherwise
+  // Stage 3 keeps its parameters here; other stages in the model's flat buffer. Either way
+  // these two convert between that storage and a whole flat (layout.total()) copy.
+  void set_full_params(const float* full);   // this rank keeps its part (init, load)
+  void get_full_params(float* full);         // collective over DP for stage 3
+  const float* param_shard() const { return static_cast<const float*>(param_shard_.data()); }
   void attach(GPTStage& stage);      // before training
   void zero_grad();
   // After every micro-batch's backward: finishes the gradient reductions (tied embedding
@@ -52,6 +62,7 @@ class ZeroOptimizer {
  private:
   const float* shard_grads() const;  // gradient of element shard_.lo onwards
   void reduce_to_owners(size_t begin, size_t end, float* data);
+  void gather_range(size_t begin, size_t end, float* out);  // stage 3: flat range from shards
   bool deferred(const ParamSpec& p) const;
 
   const ParamLayout& layout_;
@@ -69,6 +80,10 @@ class ZeroOptimizer {
   Buffer other_stage_;  // embeddings, final norm, head: reduced after each micro-batch
   std::vector<size_t> layer_begin_, layer_end_;  // flat range of each local layer
   std::map<size_t, size_t> other_offset_;        // tensor's flat offset -> offset in other_stage_
+  // Stage 3 only.
+  Buffer param_shard_;  // (shard size) this rank's parameters
+  Buffer layer_work_;   // one layer's gathered parameters
+  Buffer other_work_;   // the non-layer tensors, gathered
 };
 
 }  // namespace loom

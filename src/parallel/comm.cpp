@@ -96,6 +96,20 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
   busy_ms_ += sw.ms();
 }
 
+void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
+                       const std::vector<int>& displs) {
+  LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");
+  if (size_ == 1) {
+    if (counts[0] && recv + displs[0] != send) std::copy(send, send + counts[0], recv + displs[0]);
+    return;
+  }
+  Stopwatch sw;
+  LOOM_MPI(MPI_Allgatherv(send, counts[size_t(rank_)], MPI_FLOAT, recv, counts.data(),
+                          displs.data(), MPI_FLOAT, comm_));
+  bytes_ += size_t(counts[size_t(rank_)]) * sizeof(float);
+  busy_ms_ += sw.ms();
+}
+
 void Comm::broadcast(void* x, size_t bytes, int root) {
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -36,6 +37,10 @@ class Comm {
   void reduce_scatter(const float* send, float* recv, size_t n);
   // recv (size()*n) = concatenation of every rank's send (n).
   void all_gather(const float* send, float* recv, size_t n);
+  // recv = concatenation of every rank's send, rank r contributing counts[r] elements placed
+  // at displs[r] (counts may be 0).
+  void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
+                   const std::vector<int>& displs);
   void broadcast(void* x, size_t bytes, int root);
   void barrier();
 

@@ -45,17 +45,18 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
       v.dp.bytes = sh.total * grad;
       v.dp.calls = int64_t((sh.total + kDpBucket - 1) / kDpBucket);
-    } else if (c.zero == 2) {
+    } else {
       // Every micro-batch: each layer's gradients and the non-layer tensors reduced to their
       // owners; the tied embedding waits for the embed group and is reduced once per step.
       const uint64_t deferred = tied ? sh.wte : 0;
       v.dp.bytes = m * (sh.layer_elems + sh.other - deferred) * grad + deferred * grad;
       v.dp.calls = int64_t(m * (L + 2) + (tied ? 1 : 0));
-    } else {
-      // Stage 3 (estimate): every micro-batch gathers the stage's parameters for forward and
-      // again for backward, and reduce-scatters its gradients.
-      v.dp.bytes = m * (2 * shard * param + uint64_t(c.dp) * shard * grad);
-      v.dp.calls = int64_t(m * (3 * L + 3));
+      if (c.zero == 3) {
+        // Stage 3 (estimate): each micro-batch also gathers every layer (and the non-layer
+        // tensors) for forward and again for backward; a rank sends its shard's part each time.
+        v.dp.bytes += m * 2 * shard * param;
+        v.dp.calls += int64_t(m * 2 * (L + 1));
+      }
     }
     if (c.zero == 1 || c.zero == 2) {  // the updated parameters, all-gathered once
       v.dp.bytes += shard * param;

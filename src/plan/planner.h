@@ -39,7 +39,7 @@ struct PlanEntry {
 struct Plan {
   PlanModel pm;
   ClusterSpec cluster;
-  std::vector<PlanEntry> valid;     // fastest first
+  std::vector<PlanEntry> valid;     // fastest first (ties: larger micro-batch, less memory)
   std::vector<PlanEntry> rejected;  // grid rejections first, then memory (closest to fit first)
   int64_t grids = 0;                // (dp, pp, tp) factorizations of the device count
   int64_t evaluated = 0;            // full candidates whose memory was modelled

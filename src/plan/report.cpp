@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <set>
+#include <tuple>
 
 #include "core/check.h"
 #include "train/flops.h"
@@ -65,22 +67,27 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
     line("");
     line("  #   dp  pp  tp   mb     m zero recompute  mem/GPU GiB   step s   tokens/s    MFU  "
          "compute bubble   comm");
+    // The best micro-batch of each (dp, pp, tp, zero, recompute): the rest differ only in it.
     char b[256];
-    const int n = std::min<int>(o.top, int(p.valid.size()));
-    for (int i = 0; i < n; ++i) {
-      const PlanEntry& e = p.valid[size_t(i)];
+    std::set<std::tuple<int, int, int, int, int>> shown;
+    int n = 0;
+    for (size_t i = 0; i < p.valid.size() && n < o.top; ++i) {
+      const PlanEntry& e = p.valid[i];
+      if (!shown.insert({e.c.dp, e.c.pp, e.c.tp, e.c.zero, int(e.c.recompute)}).second) continue;
+      ++n;
       const StepTime& t = e.time;
       const double comm = t.tp + t.pp + t.dp + t.embed + t.world;
       std::snprintf(b, sizeof b,
                     "%3d %4d %3d %3d %4d %5d %4d %-9s %8.2f%s %9.4g %10.4g %5.1f%% %6.1f%% %5.1f%% "
                     "%5.1f%%",
-                    i + 1, e.c.dp, e.c.pp, e.c.tp, e.c.micro_batch, e.microbatches, e.c.zero,
+                    int(i) + 1, e.c.dp, e.c.pp, e.c.tp, e.c.micro_batch, e.microbatches, e.c.zero,
                     recompute_name(e.c.recompute), gib(double(e.memory.total())),
                     e.estimate ? "~" : " ", t.total, t.tokens_per_s, 100 * t.mfu,
                     100 * t.compute / t.total, 100 * t.bubble / t.total, 100 * comm / t.total);
       line(b);
     }
-    if (int(p.valid.size()) > n) line(str("  ... ", p.valid.size() - size_t(n), " more (--json)"));
+    line(str("  (best micro-batch of each dp/pp/tp/zero/recompute shown; all ", p.valid.size(),
+             " with --json)"));
     const PlanEntry& best = p.valid.front();
     const MemoryEstimate& m = best.memory;
     std::snprintf(b, sizeof b,

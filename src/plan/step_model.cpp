@@ -54,15 +54,13 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
         const double last = all_reduce_s(place.dp, std::min(total, kDpBucket) * grad, 1);
         dp_tail = overlap ? std::max(last, ar - kBackwardShare * comp) : ar;
       }
-      if (c.zero == 2) {
-        const double rs = gather_s(place.dp, double(sh.layer_elems + sh.other) * grad,
-                                   sh.num_layers + 2);
-        dp_mb = overlap ? std::max(rs * layer_frac, rs - kBackwardShare * comp) : rs;
-      }
-      if (c.zero == 3) {
-        const double g3 = 2 * gather_s(place.dp, padded * param, sh.num_layers + 1) +
-                          gather_s(place.dp, padded * grad, sh.num_layers + 1);
-        dp_mb = overlap ? std::max(g3 * layer_frac, g3 - comp) : g3;
+      if (c.zero >= 2) {  // per micro-batch: gradients reduced to their owners layer by layer
+        double mb = gather_s(place.dp, double(sh.layer_elems + sh.other) * grad,
+                             sh.num_layers + 2);
+        if (c.zero == 3)  // and every layer gathered for forward and again for backward
+          mb += 2 * gather_s(place.dp, padded * param, sh.num_layers + 1);
+        const double hide = (c.zero == 3 ? 1.0 : kBackwardShare) * comp;
+        dp_mb = overlap ? std::max(mb * layer_frac, mb - hide) : mb;
       }
       if (c.zero == 1 || c.zero == 2) {
         const double ag = gather_s(place.dp, padded * param, 1);

@@ -28,7 +28,8 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
   int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
   opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc);
   stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc,
-                                      opt_->param_capacity(), opt_->grad_hooks());
+                                      opt_->param_capacity(), opt_->grad_hooks(),
+                                      opt_->param_hooks());
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
   if (!samples_) {
@@ -48,10 +49,18 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
 Trainer::~Trainer() = default;
 
 void Trainer::init_weights() {
+  std::vector<float> full(layout_->total());
   if (!cfg_.train.init_from.empty())
-    load_canonical(cfg_.train.init_from, *layout_, stage_->params());
+    load_canonical(cfg_.train.init_from, *layout_, full.data());
   else
-    init_params(*layout_, cfg_.model, cfg_.train.seed, stage_->params());
+    init_params(*layout_, cfg_.model, cfg_.train.seed, full.data());
+  opt_->set_full_params(full.data());
+}
+
+std::vector<float> Trainer::full_params() {
+  std::vector<float> full(layout_->total());
+  opt_->get_full_params(full.data());
+  return full;
 }
 
 // Milliseconds each communicator has spent blocked so far: tp, pp, dp + embed, world.
@@ -204,7 +213,7 @@ void Trainer::resume() {
     return;
   }
   Stopwatch sw;
-  collectively([&] { load_checkpoint(rp.dir, *layout_, *stage_, *opt_); }, pc_.world.mpi());
+  collectively([&] { load_checkpoint(rp.dir, *layout_, *opt_); }, pc_.world.mpi());
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
   info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples,
@@ -213,7 +222,7 @@ void Trainer::resume() {
 
 void Trainer::load(const std::string& dir) {
   verify_checkpoint(dir, cfg_.model);
-  load_checkpoint(dir, *layout_, *stage_, *opt_);
+  load_checkpoint(dir, *layout_, *opt_);
 }
 
 void Trainer::save(int step) {
@@ -224,19 +233,19 @@ void Trainer::save(int step) {
 void Trainer::print_memory() {
   // Rank 0's buffers and the largest rank's (pipeline stages differ; ZeRO shards shrink them).
   MemoryReport r = opt_->memory();
-  double v[5] = {double(r.params), double(r.grads), double(r.grad_buckets), double(r.optimizer),
-                 double(r.activations)};
-  double mx[5];
-  std::copy(v, v + 5, mx);
-  pc_.world.all_reduce(mx, 5, ReduceOp::Max);
+  double v[6] = {double(r.params),    double(r.param_buckets), double(r.grads),
+                 double(r.grad_buckets), double(r.optimizer),     double(r.activations)};
+  double mx[6];
+  std::copy(v, v + 6, mx);
+  pc_.world.all_reduce(mx, 6, ReduceOp::Max);
   auto mib = [](double b) { return b / double(1 << 20); };
-  char line[320];
+  char line[400];
   std::snprintf(line, sizeof line,
-                "memory per rank (MiB, rank 0 / largest rank), ZeRO stage %d: params %.1f / %.1f | "
-                "grads %.1f / %.1f (+ buckets %.1f / %.1f) | optimizer state %.1f / %.1f | "
-                "activations %.1f / %.1f",
+                "memory per rank (MiB, rank 0 / largest rank), ZeRO stage %d: params %.1f / %.1f "
+                "(+ gather %.1f / %.1f) | grads %.1f / %.1f (+ buckets %.1f / %.1f) | optimizer "
+                "state %.1f / %.1f | activations %.1f / %.1f",
                 opt_->stage(), mib(v[0]), mib(mx[0]), mib(v[1]), mib(mx[1]), mib(v[2]), mib(mx[2]),
-                mib(v[3]), mib(mx[3]), mib(v[4]), mib(mx[4]));
+                mib(v[3]), mib(mx[3]), mib(v[4]), mib(mx[4]), mib(v[5]), mib(mx[5]));
   info(line);
 }
 

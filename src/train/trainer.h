@@ -53,6 +53,9 @@ class Trainer {
   void run();                      // every step with logging and metrics
 
   GPTStage& stage() { return *stage_; }
+  // This rank's parameters as one flat copy (layout offsets), whatever the ZeRO stage.
+  // Collective over DP with ZeRO-3.
+  std::vector<float> full_params();
   const ParamLayout& layout() const { return *layout_; }
   ZeroOptimizer& optimizer() { return *opt_; }
   const Timers& timers() const { return timers_; }

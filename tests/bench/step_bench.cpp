@@ -1,5 +1,7 @@
 // bench_step: times loom's training step for a config and splits it into GEMM / optimizer / other.
+#include <cblas.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -80,15 +82,18 @@ int run(int argc, char** argv) {
   // The slowest rank sets the pace: take the max of the per-rank medians.
   double med_max = med;
   MPI_Allreduce(MPI_IN_PLACE, &med_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // Threads really in use per rank: OpenMP's team size and OpenBLAS's pool (max over ranks).
+  int thr[2] = {omp_get_max_threads(), openblas_get_num_threads()};
+  MPI_Allreduce(MPI_IN_PLACE, thr, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (pc->rank == 0) {
     const double tokens = double(cfg.train.global_batch_size) * cfg.model.seq_len;
     const double tps = tokens / (med_max / 1000.0);
     const double gflops = flops_per_token(cfg.model) * tps / 1e9;
     std::printf(
-        "bench_step world=%d threads_per_rank=%d steps=%zu median_step_ms=%.1f tokens_per_s=%.1f "
+        "bench_step world=%d threads_per_rank=%d omp_max=%d openblas=%d steps=%zu median_step_ms=%.1f tokens_per_s=%.1f "
         "model_gflops=%.1f gemm_share=%.3f gemm_gflops_per_rank=%.1f flops_per_token=%.0f "
         "loss=%.4f\n",
-        world, threads, step_ms.size(), med_max, tps, gflops, v[0] / v[2],
+        world, threads, thr[0], thr[1], step_ms.size(), med_max, tps, gflops, v[0] / v[2],
         v[1] / (v[0] * 1e6), flops_per_token(cfg.model), loss);
   }
   return 0;

@@ -38,7 +38,7 @@ TrainRun train(Config c, int until, bool resume, int save_at = -1) {
       out.losses.push_back(t.train_step(s).loss);
       if (s == save_at) t.save(s);
     }
-    out.weights = gather_canonical(t.layout(), t.stage().params(), *pc);
+    out.weights = gather_canonical(t.layout(), t.full_params().data(), *pc);
   }
   MPI_Comm_free(&sub);
   return out;
@@ -83,6 +83,7 @@ void exact_resume(int dp, int pp, int tp, int zero, const std::string& name) {
 TEST(Checkpoint, ExactResumeSingleRank) { exact_resume(1, 1, 1, 0, "single"); }
 TEST(Checkpoint, ExactResume3DZero1) { exact_resume(2, 2, 2, 1, "3d_zero1"); }
 TEST(Checkpoint, ExactResume3DZero2) { exact_resume(2, 2, 2, 2, "3d_zero2"); }
+TEST(Checkpoint, ExactResume3DZero3) { exact_resume(2, 2, 2, 3, "3d_zero3"); }
 
 // Save at dp2xpp2xtp2 with ZeRO-1, resume on other layouts: the loss curve continues.
 TEST(Checkpoint, ReshardedResume) {
@@ -90,7 +91,8 @@ TEST(Checkpoint, ReshardedResume) {
   Config base = test::tiny_parallel_config();
   TrainRun straight = train(with_layout(base, 1, 1, 1, 0, dir + "_ref"), 20, false);
   train(with_layout(base, 2, 2, 2, 1, dir), 10, false, 10);
-  struct L { int dp, pp, tp, zero; } targets[] = {{1, 2, 4, 0}, {4, 1, 2, 1}, {1, 1, 1, 0}, {2, 2, 2, 2}};
+  struct L { int dp, pp, tp, zero; } targets[] = {
+      {1, 2, 4, 0}, {4, 1, 2, 1}, {1, 1, 1, 0}, {2, 2, 2, 2}, {4, 2, 1, 3}};
   for (const L& l : targets) {
     // Each target resumes from the same step-10 checkpoint (none of them saves).
     TrainRun r = train(with_layout(base, l.dp, l.pp, l.tp, l.zero, dir), 20, true);

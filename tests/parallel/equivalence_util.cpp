@@ -51,7 +51,7 @@ RunResult run_layout(const Config& cfg, MPI_Comm world) {
   trainer.init_weights();
   RunResult out;
   for (int s = 1; s <= cfg.train.steps; ++s) out.losses.push_back(trainer.train_step(s).loss);
-  out.weights = gather_canonical(trainer.layout(), trainer.stage().params(), *pc);
+  out.weights = gather_canonical(trainer.layout(), trainer.full_params().data(), *pc);
   out.memory = trainer.optimizer().memory();
   return out;
 }

@@ -133,6 +133,13 @@ TEST(EquivalenceZero, StageOne) {
   }
 }
 
+TEST(EquivalenceZero, StageThree) {
+  check_layout({2, 1, 1, 2, "1f1b", {}, 3}, zero_config());
+  check_layout({4, 1, 1, 1, "1f1b", {}, 3}, zero_config());
+  check_layout({2, 2, 2, 1, "1f1b", {}, 3}, zero_config());
+  check_layout({2, 4, 1, 1, "gpipe", {}, 3}, zero_config());
+}
+
 TEST(EquivalenceZero, StageTwo) {
   check_layout({2, 1, 1, 2, "1f1b", {}, 2}, zero_config());
   check_layout({4, 1, 1, 1, "1f1b", {}, 2}, zero_config());
@@ -148,14 +155,15 @@ namespace loom {
 namespace {
 
 // ZeRO's promise on dp4: stage 1 holds a quarter of the optimizer state, stage 2 also a quarter
-// of the gradients (its staging buffers are reported apart, as communication buckets).
+// of the gradients, stage 3 also a quarter of the parameters (staging and gather buffers are
+// reported apart, as communication buckets).
 TEST(EquivalenceZero, MemoryShrinksWithDp4) {
   const int rank = test::world_rank();
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 4 ? 0 : MPI_UNDEFINED, rank, &sub);
   if (rank >= 4) return;
-  MemoryReport mem[3];
-  for (int zero = 0; zero < 3; ++zero) {
+  MemoryReport mem[4];
+  for (int zero = 0; zero < 4; ++zero) {
     Config c = zero_config();
     c.parallel.dp = 4;
     c.parallel.micro_batch_size = 1;
@@ -172,10 +180,16 @@ TEST(EquivalenceZero, MemoryShrinksWithDp4) {
   EXPECT_TRUE(within5(mem[2].grads, mem[0].grads / 4.0)) << mem[2].grads << " vs " << mem[0].grads;
   EXPECT_GT(mem[2].grad_buckets, 0u);
   EXPECT_EQ(mem[0].grad_buckets, 0u);
+  EXPECT_EQ(mem[2].params, mem[0].params);
+  EXPECT_TRUE(within5(mem[3].params, mem[0].params / 4.0)) << mem[3].params << " vs " << mem[0].params;
+  EXPECT_TRUE(within5(mem[3].grads, mem[0].grads / 4.0));
+  EXPECT_TRUE(within5(mem[3].optimizer, mem[0].optimizer / 4.0));
+  EXPECT_GT(mem[3].param_buckets, 0u);
   if (rank == 0)
-    for (int z = 0; z < 3; ++z)
-      std::printf("dp4 zero%d per rank: params %zu B, grads %zu B (+ %zu B buckets), optimizer %zu B\n",
-                  z, mem[z].params, mem[z].grads, mem[z].grad_buckets, mem[z].optimizer);
+    for (int z = 0; z < 4; ++z)
+      std::printf("dp4 zero%d per rank: params %zu B (+ %zu B gather), grads %zu B (+ %zu B "
+                  "buckets), optimizer %zu B\n", z, mem[z].params, mem[z].param_buckets,
+                  mem[z].grads, mem[z].grad_buckets, mem[z].optimizer);
 }
 
 }  // namespace
