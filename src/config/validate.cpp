@@ -305,8 +305,6 @@ void check_checkpoint(const CheckpointConfig& k, Checker& c) {
 // Keys that parse but whose feature has not landed yet: rejected with one clear line each, in
 // this one place, so enabling a feature means deleting its check here.
 void check_not_yet_implemented(const Config& cfg, Checker& c) {
-  if (cfg.train.recompute != "none")
-    c.add(str("train.recompute: ", quoted(cfg.train.recompute), " is not supported yet; set none"));
   if (cfg.train.eval_interval > 0 && cfg.data.valid.empty() && cfg.data.split.empty())
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
               " needs validation data; set data.valid or data.split, or eval_interval: 0"));

@@ -10,9 +10,10 @@
 
 namespace loom {
 
-size_t BlockDims::acts_floats() const {
+size_t BlockDims::acts_floats(bool with_att) const {
   size_t n = size_t(N());
-  return n * C * 3 + n * 4 + n * 3 * Cl() + size_t(B) * NH * T * T + n * Cl() + n * 2 * Hl();
+  return n * C * 3 + n * 4 + n * 3 * Cl() + (with_att ? size_t(B) * NH * T * T : 0) + n * Cl() +
+         n * 2 * Hl();
 }
 
 size_t BlockScratch::floats(const BlockDims& d) {
@@ -20,14 +21,18 @@ size_t BlockScratch::floats(const BlockDims& d) {
   return n * d.C * 3 + n * 2 * d.Hl() + n * d.Cl() + n * 3 * d.Cl() + size_t(d.B) * d.NH * d.T * d.T;
 }
 
-BlockActs block_acts_at(float* p, const BlockDims& d) {
+BlockActs block_acts_at(float* p, const BlockDims& d, float* shared_att) {
   size_t n = size_t(d.N());
   BlockActs a;
   a.ln1 = p, p += n * d.C;
   a.ln1_mean = p, p += n;
   a.ln1_rstd = p, p += n;
   a.qkv = p, p += n * 3 * d.Cl();
-  a.att = p, p += size_t(d.B) * d.NH * d.T * d.T;
+  if (shared_att) {
+    a.att = shared_att;
+  } else {
+    a.att = p, p += size_t(d.B) * d.NH * d.T * d.T;
+  }
   a.atty = p, p += n * d.Cl();
   a.res2 = p, p += n * d.C;
   a.ln2 = p, p += n * d.C;

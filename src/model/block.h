@@ -29,7 +29,7 @@ struct BlockDims {
   int N() const { return B * T; }
   int Cl() const { return C / tp; }
   int Hl() const { return 4 * C / tp; }
-  size_t acts_floats() const;  // floats of one BlockActs
+  size_t acts_floats(bool with_att = true) const;  // floats of one BlockActs
 };
 
 // Scratch shared by all layers and micro-batches (backward of one micro-batch at a time).
@@ -45,8 +45,9 @@ struct BlockScratch {
   static size_t floats(const BlockDims& d);
 };
 
-// Carves a BlockActs out of `base` (acts_floats() floats).
-BlockActs block_acts_at(float* base, const BlockDims& d);
+// Carves a BlockActs out of `base` (acts_floats() floats); with `shared_att`, the attention
+// probabilities live there instead (acts_floats(false) floats from base).
+BlockActs block_acts_at(float* base, const BlockDims& d, float* shared_att = nullptr);
 BlockScratch block_scratch_at(float* base, const BlockDims& d);
 
 // out (N, C) = block(x (N, C)); fills acts. `out` may not alias x.

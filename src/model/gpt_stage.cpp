@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/classifier.h"
+#include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
@@ -14,8 +15,9 @@ namespace loom {
 
 GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch,
                    int num_slots, ParallelCtx& pc, size_t param_capacity, GradHooks hooks,
-                   ParamHooks param_hooks)
-    : m_(m), layout_(layout), pc_(pc), hooks_(std::move(hooks)), phooks_(std::move(param_hooks)) {
+                   ParamHooks param_hooks, Recompute recompute)
+    : m_(m), layout_(layout), pc_(pc), hooks_(std::move(hooks)), phooks_(std::move(param_hooks)),
+      recompute_(recompute) {
   const int tp = layout.tp();
   dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
   const size_t N = size_t(dims_.N()), C = size_t(dims_.C), L = size_t(layout.layers().num_layers);
@@ -47,18 +49,37 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     size_t tokens = 0, dfinal = 0;
   };
   std::vector<SlotOffsets> offs(static_cast<size_t>(num_slots));
+  // Kept per slot and layer: everything (none), everything but the attention probabilities
+  // (selective), or nothing but the layer inputs (full).
+  const bool per_layer = recompute != Recompute::Full;
+  const bool keep_att = recompute == Recompute::None;
   for (auto& o : offs) {
     for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts_.reserve(N * C * 4));
-    for (size_t l = 0; l < L; ++l) o.layers.push_back(acts_.reserve(dims_.acts_floats() * 4));
+    if (per_layer)
+      for (size_t l = 0; l < L; ++l) o.layers.push_back(acts_.reserve(dims_.acts_floats(keep_att) * 4));
     if (layout.first_stage()) o.tokens = acts_.reserve(N * 4);
     if (layout.last_stage()) o.dfinal = acts_.reserve(N * C * 4);
   }
+  // Shared by every slot and layer: the attention probabilities (selective) or a whole layer's
+  // activations and the re-run output (full), rebuilt right before each layer's backward.
+  const size_t att_floats = size_t(dims_.B) * dims_.NH * dims_.T * dims_.T;
+  size_t o_shared = 0, o_rout = 0;
+  if (recompute == Recompute::Selective) o_shared = acts_.reserve(att_floats * 4);
+  if (recompute == Recompute::Full) {
+    o_shared = acts_.reserve(dims_.acts_floats() * 4);
+    o_rout = acts_.reserve(N * C * 4);
+  }
   acts_.allocate();
   auto at = [&](Arena& a, size_t off) { return static_cast<float*>(a.buffer().data()) + off / 4; };
+  if (recompute == Recompute::Full) recompute_out_ = at(acts_, o_rout);
   for (auto& o : offs) {
     Slot s;
     for (size_t off : o.xs) s.xs.push_back(at(acts_, off));
-    for (size_t off : o.layers) s.layers.push_back(block_acts_at(at(acts_, off), dims_));
+    if (recompute == Recompute::Full)
+      s.layers.assign(L, block_acts_at(at(acts_, o_shared), dims_));
+    for (size_t off : o.layers)
+      s.layers.push_back(block_acts_at(at(acts_, off), dims_,
+                                       keep_att ? nullptr : at(acts_, o_shared)));
     if (layout.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
     if (layout.last_stage()) s.dfinal = at(acts_, o.dfinal);
     slots_.push_back(s);
@@ -67,7 +88,9 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
   const size_t Vl = size_t(layout.vocab_local());
   size_t o_bs = scratch_.reserve(BlockScratch::floats(dims_) * 4);
   size_t o_d0 = scratch_.reserve(N * C * 4), o_d1 = scratch_.reserve(N * C * 4);
-  size_t o_head = layout.last_stage() ? scratch_.reserve((N * C * 2 + N * 7 + N * Vl) * 4) : 0;
+  const size_t cls_work = cpu::classifier_work_floats(int(N), int(Vl));
+  size_t o_head =
+      layout.last_stage() ? scratch_.reserve((N * C * 2 + N * 7 + N * Vl + cls_work) * 4) : 0;
   scratch_.allocate();
   bs_ = block_scratch_at(at(scratch_, o_bs), dims_);
   dbuf_[0] = at(scratch_, o_d0);
@@ -82,6 +105,7 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     lmax_ = p, p += N;
     losses_ = p, p += N;
     sums_ = p, p += 2 * N;
+    cls_work_ = p, p += cls_work;
     logits_ = p;
   }
 }
@@ -131,8 +155,8 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   cpu::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, phooks_.where(lnw), phooks_.where(lnb),
                          N, C);
   // Logits (N, Vl) and this shard's softmax statistics, computed in vocab chunks while hot.
-  cpu::classifier_forward(logits_, targets ? maxv_ : nullptr, targets ? sums_ : nullptr, lnf_, W,
-                          targets, N, C, Vl, vstart, V);
+  cpu::classifier_forward(logits_, targets ? maxv_ : nullptr, targets ? sums_ : nullptr,
+                          targets ? cls_work_ : nullptr, lnf_, W, targets, N, C, Vl, vstart, V);
   if (!targets) return;
   // Vocab-parallel cross-entropy: the row statistics are reduced over TP, logits never are.
   if (pc_.tp.size() > 1) {
@@ -155,6 +179,22 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
                           phooks_.where(lnw), lnf_mean_, lnf_rstd_, N, C);
 }
 
+Recompute parse_recompute(const std::string& mode) {
+  if (mode == "selective") return Recompute::Selective;
+  if (mode == "full") return Recompute::Full;
+  LOOM_CHECK(mode == "none", "train.recompute '", mode, "'");
+  return Recompute::None;
+}
+
+// Rebuilds what layer l's backward needs and the chosen mode did not keep.
+void GPTStage::recompute(Slot& s, int l) {
+  const BlockActs& a = s.layers[size_t(l)];
+  if (recompute_ == Recompute::Selective)  // probabilities from q, k (the output is not needed)
+    cpu::attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.Cl(), dims_.NH);
+  else if (recompute_ == Recompute::Full)  // the layer's whole forward, TP all-reduces included
+    block_forward(recompute_out_, s.xs[size_t(l)], w_[size_t(l)], a, bs_, dims_, pc_.tp);
+}
+
 void GPTStage::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_[size_t(slot)];
   const float* dcur = layout_.last_stage() ? s.dfinal : dout;
@@ -163,6 +203,7 @@ void GPTStage::backward(int slot, const float* dout, float* dinput) {
   for (int l = L - 1; l >= 0; --l) {
     float* dnext = (l == 0 && dinput) ? dinput : dbuf_[(L - 1 - l) % 2];
     gather(layout_.layers().first_layer + l);
+    recompute(s, l);
     block_backward(dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
     release(layout_.layers().first_layer + l);

@@ -32,13 +32,20 @@ struct ParamHooks {
   std::function<void(int layer)> release;
 };
 
+// Activation recomputation (train.recompute): none keeps every layer's activations per
+// in-flight micro-batch; selective drops the attention probabilities (B, NH, T, T) and
+// recomputes them from q, k in backward; full keeps only each layer's input and re-runs the
+// layer's forward before its backward.
+enum class Recompute { None, Selective, Full };
+Recompute parse_recompute(const std::string& mode);
+
 class GPTStage {
  public:
   // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once;
   // param_capacity >= layout.total(): the flat parameter buffer is padded to it (ZeRO shards).
   GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
            ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {},
-           ParamHooks param_hooks = {});
+           ParamHooks param_hooks = {}, Recompute recompute = Recompute::None);
 
   const ParamLayout& layout() const { return layout_; }
   float* params() { return params_.data ? params_.f32() : nullptr; }  // default placement only
@@ -86,6 +93,7 @@ class GPTStage {
   void gather(int layer) { if (phooks_.gather) phooks_.gather(layer); }
   void release(int layer) { if (phooks_.release) phooks_.release(layer); }
   void head(Slot& s, const int32_t* targets, float dloss);
+  void recompute(Slot& s, int layer);
 
   const ModelConfig m_;
   const ParamLayout layout_;
@@ -93,6 +101,8 @@ class GPTStage {
   BlockDims dims_;
   GradHooks hooks_;
   ParamHooks phooks_;
+  Recompute recompute_;
+  float* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
   Tensor params_, grads_;
   std::vector<BlockWeights> w_, g_;
@@ -102,7 +112,8 @@ class GPTStage {
   // Head scratch (last stage) and backward ping-pong buffers.
   float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr;
   float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr, *dlnf_ = nullptr;
-  float* lmax_ = nullptr;  // (N) this TP rank's row max, before the MAX all-reduce
+  float* lmax_ = nullptr;      // (N) this TP rank's row max, before the MAX all-reduce
+  float* cls_work_ = nullptr;  // classifier_work_floats(N, Vl): per-chunk softmax statistics
   float *dbuf_[2] = {nullptr, nullptr};
   double loss_sum_ = 0;
 };

@@ -29,7 +29,7 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
   opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc);
   stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc,
                                       opt_->param_capacity(), opt_->grad_hooks(),
-                                      opt_->param_hooks());
+                                      opt_->param_hooks(), parse_recompute(cfg.train.recompute));
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
   if (!samples_) {

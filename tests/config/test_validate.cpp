@@ -250,9 +250,6 @@ TEST(ConfigValidate, Dtype) {
 // Keys whose feature has not landed are rejected, one line each, naming the key and the fix.
 TEST(ConfigValidate, NotYetImplemented) {
   Config c = base();
-  c.train.recompute = "full";
-  EXPECT_TRUE(reports(c, 1, {"train.recompute: 'full' is not supported yet; set none"}));
-  c = base();
   c.train.eval_interval = 5;
   c.data.valid.clear();
   c.data.split.clear();

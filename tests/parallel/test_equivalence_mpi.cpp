@@ -194,3 +194,43 @@ TEST(EquivalenceZero, MemoryShrinksWithDp4) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// Activation recomputation changes memory, not numbers: selective and full give exactly the
+// losses and weights of none (the recomputed forward repeats the same deterministic arithmetic),
+// with less activation memory, on one rank and on dp2 x pp2 x tp2.
+TEST(EquivalenceRecompute, SelectiveAndFullEqualNone) {
+  for (int layout = 0; layout < 2; ++layout) {
+    const int dp = layout ? 2 : 1, pp = layout ? 2 : 1, tp = layout ? 2 : 1;
+    const int size = dp * pp * tp, rank = test::world_rank();
+    MPI_Comm sub;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+    if (rank >= size) continue;
+    test::RunResult r[3];
+    const char* modes[3] = {"none", "selective", "full"};
+    for (int i = 0; i < 3; ++i) {
+      Config c = test::tiny_parallel_config();
+      c.parallel.dp = dp, c.parallel.pp = pp, c.parallel.tp = tp;
+      c.parallel.micro_batch_size = 1;
+      c.optimizer.zero_stage = layout;  // ZeRO-1 on the 3-D layout
+      c.train.recompute = modes[i];
+      r[i] = test::run_layout(c, sub);
+    }
+    MPI_Comm_free(&sub);
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_LT(r[i].memory.activations, r[i - 1].memory.activations) << modes[i];
+      if (rank != 0) continue;
+      EXPECT_EQ(r[i].losses, r[0].losses) << modes[i] << " on " << size << " ranks";
+      auto [err, tensor] = test::worst_weight_error(r[i].weights, r[0].weights, 32);
+      EXPECT_EQ(err, 0.0) << modes[i] << ": " << tensor;
+    }
+    if (rank == 0)
+      std::printf("recompute on %d ranks: activations none %zu B, selective %zu B, full %zu B\n",
+                  size, r[0].memory.activations, r[1].memory.activations, r[2].memory.activations);
+  }
+}
+
+}  // namespace
+}  // namespace loom
