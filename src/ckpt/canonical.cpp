@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
 #include "ckpt/safetensors.h"
 
@@ -209,7 +210,7 @@ void save_canonical(const std::string& path, const ParamLayout& layout, const fl
     if (model) {
       size_t slash = path.find_last_of('/');
       std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-      write_file_atomic(dir + "config.json", hf_gpt2_config_json(*model));
+      write_text_file_atomic(dir + "config.json", hf_gpt2_config_json(*model));
     }
     return;
   }

@@ -385,8 +385,4 @@ void write_safetensors(const std::string& path, const std::map<std::string, Cano
   });
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  write_atomic(path, "file", [&](int fd) { return write_all(fd, text.data(), text.size()); });
-}
-
 }  // namespace loom

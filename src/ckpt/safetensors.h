@@ -64,7 +64,4 @@ class SafetensorsFile {
 void write_safetensors(const std::string& path, const std::map<std::string, CanonicalTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// Writes `text` to `path` atomically (temporary name, fsync, rename); UserError on failure.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace loom

@@ -32,27 +32,20 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   LOOM_MPI(MPI_Comm_size(comm_, &size_));
 }
 
-void Comm::all_reduce(float* x, size_t n, ReduceOp op) {
+template <typename T>
+void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
   if (size_ == 1) return;
   Stopwatch sw;
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, n - off));
-    LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_FLOAT, to_mpi(op), comm_));
+    LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, type, to_mpi(op), comm_));
   }
-  bytes_ += n * sizeof(float);
+  bytes_ += n * sizeof(T);
   busy_ms_ += sw.ms();
 }
 
-void Comm::all_reduce(double* x, size_t n, ReduceOp op) {
-  if (size_ == 1) return;
-  Stopwatch sw;
-  for (size_t off = 0; off < n; off += kMaxChunk) {
-    int cnt = int(std::min(kMaxChunk, n - off));
-    LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, MPI_DOUBLE, to_mpi(op), comm_));
-  }
-  bytes_ += n * sizeof(double);
-  busy_ms_ += sw.ms();
-}
+void Comm::all_reduce(float* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_FLOAT); }
+void Comm::all_reduce(double* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_DOUBLE); }
 
 void Comm::all_reduce(const Tensor& t, ReduceOp op) {
   LOOM_CHECK(t.device == Device::CPU, "comm '", name_, "': cuda tensors need the NCCL backend");

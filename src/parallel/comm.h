@@ -57,6 +57,9 @@ class Comm {
   double busy_ms() const { return busy_ms_; }
 
  private:
+  template <typename T>
+  void all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type);
+
   MPI_Comm comm_ = MPI_COMM_SELF;
   std::string name_ = "self";
   int rank_ = 0;
