@@ -10,6 +10,7 @@
 #include "core/exec_ctx.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
+#include "parallel/watchdog.h"
 #include "tokenizer.h"
 #include "train/flops.h"
 #include "train/generate.h"
@@ -42,6 +43,7 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   const Config& cfg = j.cfg;
   Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
   j.pc = make_parallel_ctx(grid);
+  start_comm_watchdog(cfg.parallel.comm_timeout);
   set_log_prefix(str("[loom r", j.pc->rank, " ", grid.describe(j.pc->rank), "] "), j.pc->rank == 0);
   configure_cpu_threads(default_num_threads(j.pc->local_size));
   const int threads = default_num_threads(j.pc->local_size);

@@ -38,6 +38,8 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // 1f1b | gpipe
   std::string order = "tp-dp-pp"; // innermost axis first
   std::vector<int> stage_layers;  // optional uneven split: layers per stage, sums to n_layer
+  double comm_timeout = 600;      // seconds a blocking collective/recv may wait before the
+                                  // watchdog names it and aborts the job; 0 disables
 };
 
 struct TrainConfig {

@@ -31,6 +31,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(parallel, schedule, String),
       LOOM_FIELD(parallel, order, String),
       LOOM_FIELD(parallel, stage_layers, IntList),
+      LOOM_FIELD(parallel, comm_timeout, Double),
       LOOM_FIELD(train, global_batch_size, Int),
       LOOM_FIELD(train, steps, Int),
       LOOM_FIELD(train, seed, UInt64),

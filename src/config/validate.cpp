@@ -326,6 +326,8 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   check_tokenizer(cfg, c);
   check_checkpoint(cfg.checkpoint, c);
   c.non_negative("log.peak_flops", cfg.log.peak_flops, "set 0 to use the built-in table");
+  c.non_negative("parallel.comm_timeout", cfg.parallel.comm_timeout,
+                 "seconds, e.g. 600; 0 disables the watchdog");
   c.one_of("device", cfg.device, {"cpu", "cuda"});
   check_not_yet_implemented(cfg, c);
   return c.out;

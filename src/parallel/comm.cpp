@@ -6,11 +6,30 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "parallel/watchdog.h"
 
 namespace loom {
 
 namespace {
 constexpr size_t kMaxChunk = size_t(1) << 30;
+
+// Scope of one blocking MPI call: adds its time to the communicator's busy time and shows it
+// to the watchdog, which names the call, the axis and the peers if it never returns.
+class Blocked {
+ public:
+  Blocked(Comm& c, const char* call) : what_(str(call, " on ", c.describe())), busy_(c.busy_ref()) {
+    watchdog_enter(&what_);
+  }
+  ~Blocked() {
+    watchdog_leave();
+    busy_ += sw_.ms();
+  }
+
+ private:
+  std::string what_;
+  double& busy_;
+  Stopwatch sw_;
+};
 
 MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
 }  // namespace
@@ -30,18 +49,29 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   LOOM_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   LOOM_MPI(MPI_Comm_rank(comm_, &rank_));
   LOOM_MPI(MPI_Comm_size(comm_, &size_));
+  // "tp (world ranks 2,3)": the peers this communicator spans, for diagnostics.
+  MPI_Group mine, world;
+  LOOM_MPI(MPI_Comm_group(comm_, &mine));
+  LOOM_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<size_t>(size_)), global(local.size());
+  for (int i = 0; i < size_; ++i) local[size_t(i)] = i;
+  LOOM_MPI(MPI_Group_translate_ranks(mine, size_, local.data(), world, global.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  describe_ = name_ + " (world ranks ";
+  for (int i = 0; i < size_; ++i) describe_ += (i ? "," : "") + std::to_string(global[size_t(i)]);
+  describe_ += ")";
 }
 
 template <typename T>
 void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
   if (size_ == 1) return;
-  Stopwatch sw;
+  Blocked blocked(*this, "all_reduce");
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, n - off));
     LOOM_MPI(MPI_Allreduce(MPI_IN_PLACE, x + off, cnt, type, to_mpi(op), comm_));
   }
   bytes_ += n * sizeof(T);
-  busy_ms_ += sw.ms();
 }
 
 void Comm::all_reduce(float* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_FLOAT); }
@@ -54,14 +84,13 @@ void Comm::all_reduce(const Tensor& t, ReduceOp op) {
 
 void Comm::reduce(float* x, size_t n, int root) {
   if (size_ == 1) return;
-  Stopwatch sw;
+  Blocked blocked(*this, "reduce");
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, n - off));
     const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(x + off);
     LOOM_MPI(MPI_Reduce(send, x + off, cnt, MPI_FLOAT, MPI_SUM, root, comm_));
   }
   bytes_ += n * sizeof(float);
-  busy_ms_ += sw.ms();
 }
 
 void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
@@ -70,10 +99,9 @@ void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
     return;
   }
   LOOM_CHECK(n <= size_t(INT_MAX), "reduce_scatter of ", n, " elements per rank");
-  Stopwatch sw;
+  Blocked blocked(*this, "reduce_scatter");
   LOOM_MPI(MPI_Reduce_scatter_block(send, recv, int(n), MPI_FLOAT, MPI_SUM, comm_));
   bytes_ += n * size_t(size_) * sizeof(float);
-  busy_ms_ += sw.ms();
 }
 
 void Comm::all_gather(const float* send, float* recv, size_t n) {
@@ -83,10 +111,9 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
   }
   LOOM_CHECK(n <= size_t(INT_MAX), "all_gather of ", n, " elements per rank");
   if (send == recv + size_t(rank_) * n) send = static_cast<const float*>(MPI_IN_PLACE);
-  Stopwatch sw;
+  Blocked blocked(*this, "all_gather");
   LOOM_MPI(MPI_Allgather(send, int(n), MPI_FLOAT, recv, int(n), MPI_FLOAT, comm_));
   bytes_ += n * sizeof(float);
-  busy_ms_ += sw.ms();
 }
 
 void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
@@ -96,30 +123,27 @@ void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& c
     if (counts[0] && recv + displs[0] != send) std::copy(send, send + counts[0], recv + displs[0]);
     return;
   }
-  Stopwatch sw;
+  Blocked blocked(*this, "all_gatherv");
   LOOM_MPI(MPI_Allgatherv(send, counts[size_t(rank_)], MPI_FLOAT, recv, counts.data(),
                           displs.data(), MPI_FLOAT, comm_));
   bytes_ += size_t(counts[size_t(rank_)]) * sizeof(float);
-  busy_ms_ += sw.ms();
 }
 
 void Comm::broadcast(void* x, size_t bytes, int root) {
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);
-  Stopwatch sw;
+  Blocked blocked(*this, "broadcast");
   for (size_t off = 0; off < bytes; off += kMaxChunk) {
     int cnt = int(std::min(kMaxChunk, bytes - off));
     LOOM_MPI(MPI_Bcast(p + off, cnt, MPI_BYTE, root, comm_));
   }
   if (rank_ == root) bytes_ += bytes;
-  busy_ms_ += sw.ms();
 }
 
 void Comm::barrier() {
   if (size_ == 1) return;
-  Stopwatch sw;
+  Blocked blocked(*this, "barrier");
   LOOM_MPI(MPI_Barrier(comm_));
-  busy_ms_ += sw.ms();
 }
 
 MPI_Request Comm::isend(const float* x, size_t n, int peer, int tag) {
@@ -133,9 +157,8 @@ MPI_Request Comm::isend(const float* x, size_t n, int peer, int tag) {
 void Comm::recv(float* x, size_t n, int peer, int tag) {
   LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "recv of ", n, " from ", peer);
   MPI_Status st;
-  Stopwatch sw;
+  Blocked blocked(*this, "recv");
   LOOM_MPI(MPI_Recv(x, int(n), MPI_FLOAT, peer, tag, comm_, &st));
-  busy_ms_ += sw.ms();
   int got = 0;
   MPI_Get_count(&st, MPI_FLOAT, &got);
   LOOM_CHECK(size_t(got) == n, "comm '", name_, "' received ", got, " floats from ", peer,
@@ -144,9 +167,8 @@ void Comm::recv(float* x, size_t n, int peer, int tag) {
 
 void Comm::wait(MPI_Request* req) {
   if (*req == MPI_REQUEST_NULL) return;
-  Stopwatch sw;
+  Blocked blocked(*this, "wait");
   LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
-  busy_ms_ += sw.ms();
 }
 
 }  // namespace loom

@@ -55,6 +55,8 @@ class Comm {
   // and milliseconds spent inside blocking calls (collectives, recv, wait).
   uint64_t bytes_sent() const { return bytes_; }
   double busy_ms() const { return busy_ms_; }
+  double& busy_ref() { return busy_ms_; }
+  const std::string& describe() const { return describe_; }  // "tp (world ranks 2,3)"
 
  private:
   template <typename T>
@@ -62,6 +64,7 @@ class Comm {
 
   MPI_Comm comm_ = MPI_COMM_SELF;
   std::string name_ = "self";
+  std::string describe_ = "self";
   int rank_ = 0;
   int size_ = 1;
   uint64_t bytes_ = 0;
