@@ -130,17 +130,16 @@ bool DocumentReader::fill() {
   return n > 0;
 }
 
-bool DocumentReader::read_line(std::string& line) {
-  line.clear();
+bool DocumentReader::append_line(std::string& out) {
   while (true) {
     const char* start = buf_.data() + pos_;
     const char* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
     if (nl) {
-      line.append(start, size_t(nl - start));
+      out.append(start, size_t(nl - start));
       pos_ = size_t(nl - buf_.data()) + 1;
       return true;
     }
-    line.append(start, len_ - pos_);
+    out.append(start, len_ - pos_);
     pos_ = len_;
     if (!fill()) return false;
   }
@@ -150,15 +149,21 @@ uint64_t DocumentReader::bytes_consumed() const {
   return done_bytes_ + (gz_ ? uint64_t(std::max<z_off_t>(gzoffset(gz_), 0)) : 0);
 }
 
-static bool blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r\f\v") == std::string::npos;
+// True when text[from..] holds only spaces, tabs, \r, \f or \v.
+static bool blank(const std::string& text, size_t from) {
+  for (size_t i = from; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch != ' ' && ch != '\t' && ch != '\r' && ch != '\f' && ch != '\v') return false;
+  }
+  return true;
 }
 
+// Lines are appended straight from the read buffer into the batch (no per-line string), and
+// taken back out when they turn out blank.
 bool DocumentReader::next(Batch& b) {
   b.text.clear();
   b.docs.clear();
   b.index = batches_;
-  std::string line;
   while (b.text.size() < batch_bytes_) {
     if (!gz_ && !open_next()) break;
     const uint32_t file = open_index_;
@@ -166,17 +171,19 @@ bool DocumentReader::next(Batch& b) {
     d.file = file;
     d.offset = b.text.size();
     if (files_[file].format == InputFormat::kJsonl) {
-      const bool more = read_line(line);
-      if (!more && line.empty()) {
+      const bool more = append_line(b.text);
+      if (!more && b.text.size() == d.offset) {
         close();
         continue;
       }
       ++line_no_;
       if (!more) close();
-      if (blank(line)) continue;
+      if (blank(b.text, d.offset)) {
+        b.text.resize(d.offset);
+        continue;
+      }
       d.line = line_no_;
       d.json = true;
-      b.text += line;
     } else if (split_ == Split::kFile) {
       do b.text.append(buf_.data() + pos_, len_ - pos_);
       while (fill());
@@ -184,16 +191,18 @@ bool DocumentReader::next(Batch& b) {
     } else {  // a paragraph: consecutive non-blank lines, joined by the newlines between them
       bool more = true, started = false;
       while (more) {
-        more = read_line(line);
+        const size_t mark = b.text.size();
+        if (started) b.text += '\n';
+        const size_t line_start = b.text.size();
+        more = append_line(b.text);
         ++line_no_;
-        if (blank(line)) {
-          if (started || !more) break;
+        if (blank(b.text, line_start)) {
+          b.text.resize(mark);
+          if (started) break;
           continue;
         }
-        if (started) b.text += '\n';
-        else d.line = line_no_;
+        if (!started) d.line = line_no_;
         started = true;
-        b.text += line;
       }
       if (!more) close();
       if (!started) continue;

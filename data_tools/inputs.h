@@ -53,7 +53,8 @@ class DocumentReader {
  private:
   bool open_next();
   bool fill();                      // refill buf_; false at end of the current file
-  bool read_line(std::string& line);  // false at end of file (line has no '\n')
+  // Appends the next line (without its '\n') to `out`; false at end of file.
+  bool append_line(std::string& out);
   void close();
 
   const std::vector<InputFile>& files_;

@@ -16,3 +16,16 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                   const AdamWParams& p);
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+// cuda twin on device buffers (fp32 master weights, grads and moments), enqueued on `stream`
+// (a cudaStream_t). param_bf16 (n, nullable) receives the updated weights rounded to bf16.
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, bf16* param_bf16, void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA

@@ -43,7 +43,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       float* row = a + (size_t)r * T;  // (T)
       float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-      for (int s = 0; s <= t; s++) mx = std::max(mx, row[s]);
+      for (int s = 0; s <= t; s++) mx = row[s] > mx ? row[s] : mx;  // std::max: not vectorized
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int s = 0; s <= t; s++) {

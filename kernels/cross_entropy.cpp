@@ -20,7 +20,7 @@ void ce_row_max(float* maxv, const float* logits, int N, int Vl, int vstart, int
     const float* row = logits + (size_t)n * Vl;  // (Vl)
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-    for (int j = 0; j < nv; j++) mx = std::max(mx, row[j]);
+    for (int j = 0; j < nv; j++) mx = row[j] > mx ? row[j] : mx;  // std::max: not vectorized
     maxv[n] = mx;
   }
 }

@@ -25,3 +25,39 @@ void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
                          const int32_t* targets, float dloss, int N, int Vl, int vstart, int V);
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+// cuda twins on device pointers (logits fp32 or bf16; statistics, losses fp32), enqueued on
+// `stream` (a cudaStream_t); same contracts and pass structure as above. One block per row.
+void ce_row_max(float* maxv, const float* logits, int N, int Vl, int vstart, int V, void* stream);
+void ce_row_max(float* maxv, const bf16* logits, int N, int Vl, int vstart, int V, void* stream);
+void ce_row_sums(float* sums, const float* logits, const float* maxv, const int32_t* targets, int N,
+                 int Vl, int vstart, int V, void* stream);
+void ce_row_sums(float* sums, const bf16* logits, const float* maxv, const int32_t* targets, int N,
+                 int Vl, int vstart, int V, void* stream);
+
+// Passes 1 and 2 in one online pass (one read of the logits): maxv (N) = the shard's max, sums
+// (N, 2) relative to it, as classifier_forward's statistics. With tp > 1 keep maxv as the local
+// max, all-reduce MAX into a global max, ce_rescale_sums, then all-reduce SUM.
+void ce_row_stats(float* maxv, float* sums, const float* logits, const int32_t* targets, int N,
+                  int Vl, int vstart, int V, void* stream);
+void ce_row_stats(float* maxv, float* sums, const bf16* logits, const int32_t* targets, int N,
+                  int Vl, int vstart, int V, void* stream);
+
+// sums[2n] *= exp(local_max[n] - global_max[n]) (0 for an empty shard), as cpu::ce_rescale_sums.
+void ce_rescale_sums(float* sums, const float* local_max, const float* global_max, int N,
+                     void* stream);
+void ce_loss(float* losses, const float* maxv, const float* sums, int N, void* stream);
+void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
+                         const int32_t* targets, float dloss, int N, int Vl, int vstart, int V,
+                         void* stream);
+void ce_backward_inplace(bf16* logits, const float* maxv, const float* sums,
+                         const int32_t* targets, float dloss, int N, int Vl, int vstart, int V,
+                         void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA

@@ -15,3 +15,37 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         const float* w, const float* mean, const float* rstd, int N, int C);
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+// cuda twins on device pointers, enqueued on `stream` (a cudaStream_t). Activations and the
+// gains/biases in fp32 or bf16 (the bf16 copy of the weights); statistics and weight gradients
+// always fp32. Same contracts as the cpu twins (mean/rstd may be nullptr in the forward;
+// dinp, dw, db accumulate). fp32 math throughout.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                       const float* b, int N, int C, void* stream);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
+                       const bf16* b, int N, int C, void* stream);
+
+// Fused residual add + LayerNorm: residual (N, C) = a + r (stored), out = LayerNorm(residual).
+// Equal to residual_forward followed by layernorm_forward, in one read of a and r.
+void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
+                                const float* a, const float* r, const float* w, const float* b,
+                                int N, int C, void* stream);
+void residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a,
+                                const bf16* r, const bf16* w, const bf16* b, int N, int C,
+                                void* stream);
+
+// dw, db reduced over rows in a fixed order (deterministic, no atomics).
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                        const float* w, const float* mean, const float* rstd, int N, int C,
+                        void* stream);
+void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp,
+                        const bf16* w, const float* mean, const float* rstd, int N, int C,
+                        void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA

@@ -13,24 +13,27 @@
 namespace loom::cpu {
 namespace {
 std::atomic<bool> g_stats_on{false};
-GemmStats g_stats;  // touched only outside parallel regions (one thread)
+std::atomic<long long> g_calls{0}, g_flops{0}, g_ns{0};
 }  // namespace
 
 void gemm_stats_enable(bool on) { g_stats_on.store(on, std::memory_order_relaxed); }
-void gemm_stats_reset() { g_stats = GemmStats{}; }
-GemmStats gemm_stats() { return g_stats; }
+void gemm_stats_reset() { g_calls = 0, g_flops = 0, g_ns = 0; }
+GemmStats gemm_stats() { return GemmStats{g_calls.load(), double(g_flops.load()), g_ns.load() * 1e-6}; }
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
-  const bool timed = g_stats_on.load(std::memory_order_relaxed) && !omp_in_parallel();
+  const bool timed = g_stats_on.load(std::memory_order_relaxed);
   const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (timed) {
-    g_stats.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                      .count();
-    g_stats.flops += 2.0 * M * double(N) * K;
-    g_stats.calls++;
+    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - t0).count();
+    // Inside a parallel region the team's GEMMs overlap: each counts for 1/team of its time.
+    if (omp_in_parallel()) ns /= omp_get_num_threads();
+    g_ns.fetch_add(ns, std::memory_order_relaxed);
+    g_flops.fetch_add(2LL * M * N * K, std::memory_order_relaxed);
+    g_calls.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -18,7 +18,8 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
                      const float* w, int N, int IC, int OC);
 
 // Optional GEMM accounting for benchmarks (off by default; a relaxed flag check when off): every
-// gemm() called outside an OpenMP parallel region adds its wall time and 2*M*N*K flops.
+// gemm() adds 2*M*N*K flops and its wall time, divided by the team size when it runs inside an
+// OpenMP parallel region (the team's GEMMs overlap), so ms approximates the step's GEMM wall time.
 struct GemmStats {
   long long calls = 0;
   double flops = 0, ms = 0;
@@ -28,3 +29,66 @@ void gemm_stats_reset();
 GemmStats gemm_stats();
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include <cstddef>
+
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+// A cuBLASLt handle and its GEMM workspace, created once (per device and stream: GEMMs running
+// concurrently on several streams need one handle each, since they share the workspace).
+class GemmHandle {
+ public:
+  static constexpr size_t kDefaultWorkspaceBytes = size_t(32) << 20;
+  explicit GemmHandle(size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~GemmHandle();
+  GemmHandle(const GemmHandle&) = delete;
+  GemmHandle& operator=(const GemmHandle&) = delete;
+  void* lt() const { return lt_; }  // cublasLtHandle_t
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative); off: strict fp32 as the cpu twin.
+  bool allow_tf32 = false;
+
+ private:
+  void* lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+// cuda twins on device pointers, enqueued on `stream` (a cudaStream_t); fp32 accumulation
+// always. Row-major semantics of cpu::gemm: C (M, N) = alpha op(A) op(B) + beta C.
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+          void* stream);
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const bf16* A, int lda, const bf16* B, int ldb, float beta, bf16* C, int ldc,
+          void* stream);
+// bf16 inputs, fp32 output (weight gradients accumulated into fp32 buffers).
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const bf16* A, int lda, const bf16* B, int ldb, float beta, float* C, int ldc,
+          void* stream);
+
+// out (N, OC) = inp (N, IC) @ w (IC, OC) + bias (OC, nullable), the bias in cuBLASLt's epilogue.
+// With pre_gelu (N, OC) non-null: pre_gelu = inp @ w + bias and out = gelu(pre_gelu) (cuBLASLt's
+// GELU epilogue, tanh form, when it has one for the case; else a separate gelu_forward).
+void matmul_forward(GemmHandle& h, float* out, const float* inp, const float* w, const float* bias,
+                    int N, int IC, int OC, float* pre_gelu, void* stream);
+void matmul_forward(GemmHandle& h, bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
+                    int N, int IC, int OC, bf16* pre_gelu, void* stream);
+
+// dinp (N, IC) = dout @ w^T (overwritten; skipped when nullptr); dw (IC, OC) += inp^T @ dout
+// and dbias (OC) += column sums of dout (nullable), both fp32.
+void matmul_backward(GemmHandle& h, float* dinp, float* dw, float* dbias, const float* dout,
+                     const float* inp, const float* w, int N, int IC, int OC, void* stream);
+void matmul_backward(GemmHandle& h, bf16* dinp, float* dw, float* dbias, const bf16* dout,
+                     const bf16* inp, const bf16* w, int N, int IC, int OC, void* stream);
+
+// dbias (OC) += column sums of dout (N, OC): deterministic (fixed order, no atomics).
+void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream);
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA

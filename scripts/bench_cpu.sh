@@ -81,7 +81,8 @@ config_args() {
   case "$1" in
     a) echo "configs/bench_cpu.yaml --set train.steps=20" ;;
     b) echo "configs/gpt2_124m.yaml --set model.seq_len=256 --set parallel.micro_batch_size=4 \
---set train.global_batch_size=4 --set train.steps=7 --set data.valid=[] --set train.log_interval=1" ;;
+--set train.global_batch_size=4 --set train.steps=7 --set data.valid=[] --set train.log_interval=1 \
+--set train.eval_interval=0" ;;
     *) echo "bench_cpu.sh: unknown config '$1' (a or b)" >&2; exit 2 ;;
   esac
 }

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/plan_command.h"
 #include "core/blas_setup.h"
 #include "core/log.h"
 #include "train/startup.h"
@@ -26,6 +27,8 @@ const char* kUsage =
     "           [--top-k K] [--seed S]               whole vocabulary, seed 1\n"
     "  export CHECKPOINT OUT.h5|OUT.safetensors      canonical GPT-2 weights of a checkpoint\n"
     "                                                (one process; .safetensors adds config.json)\n"
+    "  plan CONFIG.yaml [--cluster CLUSTER.yaml]     ranked (dp, pp, tp, micro-batch, zero,\n"
+    "       [--json]                                 recompute) layouts: memory, comm, step time\n"
     "\n"
     "CHECKPOINT/DIR: a step directory, or a checkpoint.dir holding 'latest'.\n"
     "--set key.path=value overrides any config key, e.g. --set train.steps=100.\n"
@@ -50,8 +53,9 @@ int dispatch(const loom::cli::Args& a, int rank) {
   if (a.command == "eval") return cmd_eval(a);
   if (a.command == "generate") return cmd_generate(a);
   if (a.command == "export") return cmd_export(a);
+  if (a.command == "plan") return cmd_plan(a);
   throw loom::UserError(loom::str("unknown command '", a.command,
-                                  "'; use train, eval, generate or export (see loom --help)"));
+                                  "'; use train, eval, generate, export or plan (see loom --help)"));
 }
 
 }  // namespace

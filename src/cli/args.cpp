@@ -9,8 +9,9 @@
 namespace loom::cli {
 
 namespace {
-const std::set<std::string> kValued = {"--checkpoint", "--prompt",  "--max-tokens",
-                                       "--temperature", "--top-k", "--seed"};
+const std::set<std::string> kValued = {"--checkpoint", "--prompt", "--max-tokens", "--temperature",
+                                       "--top-k",      "--seed",   "--cluster"};
+const std::set<std::string> kFlags = {"--json"};
 }
 
 Args parse_args(int argc, char** argv) {
@@ -22,6 +23,8 @@ Args parse_args(int argc, char** argv) {
     std::string name = s.rfind("--", 0) == 0 && eq != std::string::npos ? s.substr(0, eq) : s;
     if (s == "-h" || s == "--help") {
       a.help = true;
+    } else if (kFlags.count(s)) {
+      a.options[s] = "1";
     } else if (name == "--set" || kValued.count(name)) {
       if (eq != std::string::npos && name == s.substr(0, eq)) value = s.substr(eq + 1);
       else if (i + 1 < argc) value = argv[++i];

@@ -43,8 +43,8 @@ plan::ClusterSpec local_cluster() {
   configure_cpu_threads(1);
   yaml << "name: this machine\ndevice: cpu\nnodes: 1\ngpus_per_node: " << cores
        << "\ngpu_memory_gib: " << available_memory() / cores / 1073741824.0
-       << "\npeak_flops: " << measure_sgemm_flops(256, 0.3)
-       << "\nefficiency: 0.5\nintra_node: {bandwidth_gbps: 40, latency_us: 1}"
+       << "\npeak_flops: " << measure_sgemm_flops(512, 0.3)
+       << "\nefficiency: 0.35\nintra_node: {bandwidth_gbps: 40, latency_us: 1}"
        << "\ninter_node: {bandwidth_gbps: 10, latency_us: 20}\n";
   return plan::parse_cluster(yaml.str(), "(this machine: no --cluster given)");
 }

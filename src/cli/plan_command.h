@@ -1,5 +1,4 @@
-// loom plan: the memory, communication and step-time model of every layout of a config's model
-// on a cluster (src/plan/), printed as a ranked table or JSON.
+// loom plan: the ranked layouts of a config's model on a cluster (src/plan/), text or JSON.
 #pragma once
 #include "cli/args.h"
 

@@ -157,7 +157,8 @@ std::string describe(const ClusterSpec& c) {
                 "%s (%s): %d node%s x %d devices = %d, %.4g GiB each (%.3g reserved), peak %.4g "
                 "TFLOP/s x efficiency %.2f; intra-node %.4g Gb/s %.3g us, inter-node %.4g Gb/s "
                 "%.3g us per device",
-                c.name.c_str(), c.device.c_str(), c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.world(),
+                c.name.c_str(), c.device.c_str(), c.nodes, c.nodes == 1 ? "" : "s",
+                c.gpus_per_node, c.world(),
                 c.gpu_memory_gib, c.reserved_gib, c.peak_flops / 1e12, c.efficiency,
                 c.intra_node.bandwidth_gbps, c.intra_node.latency_us,
                 c.inter_node.bandwidth_gbps, c.inter_node.latency_us);

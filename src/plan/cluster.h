@@ -1,5 +1,4 @@
-// ClusterSpec: the machines `loom plan` models (nodes, GPUs, memory, peak FLOP/s, links), read
-// strictly from a YAML cluster file.
+// ClusterSpec: the machines `loom plan` models, read strictly from a YAML cluster file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,7 +32,8 @@ struct ClusterSpec {
 
 // Parses a cluster file. Keys: nodes, gpus_per_node, gpu_memory_gib, peak_flops,
 // intra_node {bandwidth_gbps, latency_us}, inter_node {bandwidth_gbps, latency_us}, and the
-// optional name, device (cuda | cpu, default cuda), efficiency (0 < e <= 1, default 0.5) and reserved_gib (>= 0, default 0).
+// optional name, device (cuda | cpu, default cuda), efficiency (0 < e <= 1, default 0.5) and
+// reserved_gib (>= 0, default 0).
 // Unknown keys, missing keys and non-positive values throw UserError naming the file and key.
 ClusterSpec load_cluster(const std::string& path);
 ClusterSpec parse_cluster(const std::string& yaml_text, const std::string& source);

@@ -1,5 +1,4 @@
-// Per-axis byte counts of a step (mirroring GPTStage, block, PipelineExecutor, ZeroOptimizer
-// and Trainer::train_step), rank placement on nodes, and alpha-beta collective times.
+// Per-axis byte counts of a train_step, rank placement on nodes, collective times.
 #include "plan/comm_model.h"
 
 #include <algorithm>
@@ -15,13 +14,13 @@ constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce
 }
 
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
-                            int microbatches) {
+                            int microbatches, int dp_rank) {
   const uint64_t m = uint64_t(microbatches), L = uint64_t(sh.num_layers);
   const uint64_t N = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len);
   const uint64_t NC = N * uint64_t(pm.model.d_model) * uint64_t(pm.prec.act);
   const uint64_t grad = uint64_t(pm.prec.grad), param = uint64_t(pm.prec.param);
   CommVolume v;
-  v.exact = pm.exact_backend() && c.zero <= 2 && c.recompute != Recompute::Full;
+  v.exact = pm.exact_backend();
 
   if (c.tp > 1) {
     // Per micro-batch: 2 all-reduces per block forward and 2 per block backward (a full
@@ -52,10 +51,17 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
       v.dp.bytes = m * (sh.layer_elems + sh.other - deferred) * grad + deferred * grad;
       v.dp.calls = int64_t(m * (L + 2) + (tied ? 1 : 0));
       if (c.zero == 3) {
-        // Stage 3 (estimate): each micro-batch also gathers every layer (and the non-layer
-        // tensors) for forward and again for backward; a rank sends its shard's part each time.
-        v.dp.bytes += m * 2 * shard * param;
-        v.dp.calls += int64_t(m * 2 * (L + 1));
+        // Every micro-batch also gathers each layer before its forward and again before its
+        // backward, and the non-layer tensors once (first and last stage); a rank sends the part
+        // of each range inside its own shard.
+        const ShardRange own = zero_shard(sh.total, c.dp, dp_rank);
+        const uint64_t lo = std::max<uint64_t>(own.lo, sh.layer_begin);
+        const uint64_t hi = std::min<uint64_t>(own.hi, sh.layer_begin + sh.layer_elems);
+        const uint64_t in_layers = hi > lo ? hi - lo : 0;
+        const uint64_t in_other = (own.hi - own.lo) - in_layers;
+        const bool ends = sh.first || sh.last;
+        v.dp.bytes += m * (2 * in_layers + (ends ? in_other : 0)) * param;
+        v.dp.calls += int64_t(m * (2 * L + (ends ? 2 : 0)));
       }
     }
     if (c.zero == 1 || c.zero == 2) {  // the updated parameters, all-gathered once

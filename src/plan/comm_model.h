@@ -1,5 +1,4 @@
-// Communication of one training step: the bytes each rank's Comm objects count (bytes_sent(),
-// per axis), where each axis's groups sit on the cluster, and alpha-beta collective times.
+// Per-axis bytes of a step as loom's Comm counts them, rank placement, alpha-beta times.
 #pragma once
 #include <cstdint>
 
@@ -13,16 +12,16 @@ struct AxisTraffic {
   int64_t calls = 0;   // collective / p2p calls (approximate for ZeRO-2's per-owner reduces)
 };
 
-// One rank of `stage` over one train_step (forward/backward of every micro-batch, gradient
-// reduction, optimizer, loss): exact for the cpu backend with recompute none and ZeRO <= 2;
-// ZeRO 3 and full recompute (which repeats each block's two forward TP all-reduces) are
-// estimates. A size-1 axis counts nothing, as in loom.
+// One rank of `stage` (DP rank `dp_rank`: ZeRO 3 gathers depend on its shard) over one
+// train_step: forward/backward of every micro-batch (a full recompute repeats each block's two
+// forward TP all-reduces), gradient reduction, optimizer, loss. Exact for the cpu backend; a
+// size-1 axis counts nothing, as in loom.
 struct CommVolume {
   AxisTraffic tp, pp, dp, embed, world;
   bool exact = false;
 };
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
-                            int microbatches);
+                            int microbatches, int dp_rank = 0);
 
 // The link one group of an axis uses: intra-node when every member shares a node, else the
 // inter-node network with min(intra, inter x members-per-node) bandwidth (each device has its

@@ -44,8 +44,10 @@ std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp) {
     sh.vocab_local = layout.vocab_local();
     sh.tied_across_stages = m.tie_embeddings && pp > 1;
     std::map<int, uint64_t> per_layer;
+    sh.layer_begin = layout.total();
     for (const ParamSpec& p : layout.params()) {
       if (p.layer >= 0) {
+        sh.layer_begin = std::min<uint64_t>(sh.layer_begin, p.offset);
         per_layer[p.layer] += p.numel();
         sh.layer_elems += p.numel();
       } else {

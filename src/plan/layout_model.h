@@ -1,15 +1,15 @@
-// The inputs of the plan: a candidate layout, the model and batch it trains, the bytes of each
-// kind of state, and the per-stage parameter shapes counted with ParamLayout. Pure functions.
+// Plan inputs: candidate layout, model and batch, bytes per element, per-stage shapes.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "model/gpt_stage.h"
 
 namespace loom::plan {
 
-enum class Recompute { None, Selective, Full };
+using ::loom::Recompute;  // none | selective | full, as GPTStage implements them
 const char* recompute_name(Recompute r);
 
 // One point of the search: the 3D grid, the micro-batch size, the ZeRO stage, recomputation.
@@ -48,6 +48,7 @@ struct StageShape {
   int stage = 0, num_layers = 0;
   bool first = false, last = false;
   uint64_t total = 0;         // ParamLayout::total(): elements of the flat buffer
+  uint64_t layer_begin = 0;   // flat offset of the first layer element (layers are contiguous)
   uint64_t layer_elems = 0;   // elements of all transformer layers
   uint64_t widest_layer = 0;  // elements of the largest single layer
   uint64_t other = 0;         // embeddings, final norm, head / tied copy

@@ -1,7 +1,7 @@
-// Memory model: ZeRO-sharded parameter/gradient/optimizer buffers and activation arenas, counted
-// the way ZeroOptimizer, GPTStage and PipelineExecutor allocate them.
+// Memory model: ZeRO-sharded buffers and activation arenas, counted as loom allocates them.
 #include "plan/memory_model.h"
 
+#include "kernels/classifier.h"
 #include "model/block.h"
 #include "optim/zero.h"
 
@@ -18,23 +18,31 @@ uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageSh
   const uint64_t N = uint64_t(d.N()), C = uint64_t(d.C), L = uint64_t(sh.num_layers);
   const uint64_t e = uint64_t(pm.prec.act);
   const uint64_t att = uint64_t(d.B) * uint64_t(d.NH) * uint64_t(d.T) * uint64_t(d.T);
-  const uint64_t layer = d.acts_floats();  // one BlockActs, in elements
 
-  // Per micro-batch slot: each layer's input and the stage output, each layer's BlockActs,
-  // the first stage's tokens (int32), the last stage's gradient of the stage output.
+  // Per micro-batch slot: each layer's input and the stage output; each layer's BlockActs
+  // (none), or all of it but the attention probabilities (selective), or nothing (full); the
+  // first stage's tokens (int32) and the last stage's gradient of the stage output.
   uint64_t per_slot = (L + 1) * a64(N * C * e);
-  if (c.recompute == Recompute::None) per_slot += L * a64(layer * e);
-  if (c.recompute == Recompute::Selective) per_slot += L * a64((layer - att) * e);
+  if (c.recompute == Recompute::None) per_slot += L * a64(d.acts_floats(true) * e);
+  if (c.recompute == Recompute::Selective) per_slot += L * a64(d.acts_floats(false) * e);
   if (sh.first) per_slot += a64(N * 4);
   if (sh.last) per_slot += a64(N * C * e);
 
-  // Shared scratch: block backward scratch, two ping-pong gradients, the head (last stage:
-  // final norm output and gradient, 7 row statistics, the local logits).
+  // Shared by every slot and layer: the recomputed probabilities (selective), or a whole
+  // layer's activations and its re-run output (full).
+  uint64_t shared = 0;
+  if (c.recompute == Recompute::Selective) shared = a64(att * e);
+  if (c.recompute == Recompute::Full) shared = a64(d.acts_floats(true) * e) + a64(N * C * e);
+
+  // Scratch: the block backward's, two ping-pong gradients, and the head (last stage: final
+  // norm output and gradient, 7 row statistics, the local logits, classifier chunk statistics).
   uint64_t scratch = a64(BlockScratch::floats(d) * e) + 2 * a64(N * C * e);
-  if (sh.last) scratch += a64((2 * N * C + 7 * N + N * uint64_t(sh.vocab_local)) * e);
-  if (c.recompute == Recompute::Selective) scratch += a64(att * e);  // one layer recomputed
-  if (c.recompute == Recompute::Full) scratch += a64(layer * e);     // one layer recomputed
-  return uint64_t(slots) * per_slot + scratch;
+  if (sh.last) {
+    const uint64_t Vl = uint64_t(sh.vocab_local);
+    const uint64_t work = cpu::classifier_work_floats(int(N), int(Vl));
+    scratch += a64((2 * N * C + 7 * N + N * Vl + work) * e);
+  }
+  return uint64_t(slots) * per_slot + shared + scratch;
 }
 
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
@@ -63,7 +71,7 @@ MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const Stage
   if (!sh.first) r.pipeline += uint64_t(slots) * NC;  // gradients sent back, one per slot
   if (!sh.last) r.pipeline += NC;                      // the received output gradient
   r.reserved = reserved;
-  r.exact = pm.exact_backend() && c.zero <= 2 && c.recompute == Recompute::None;
+  r.exact = pm.exact_backend();
   return r;
 }
 

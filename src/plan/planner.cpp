@@ -150,12 +150,12 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
       }
     }
   }
-  std::stable_sort(plan.valid.begin(), plan.valid.end(), [](const PlanEntry& a, const PlanEntry& b) {
-    // Equal model times: the larger micro-batch first (bigger kernels in practice), then memory.
+  auto faster = [](const PlanEntry& a, const PlanEntry& b) {
+    // Equal model times (the micro-batch size often changes only memory): less memory first.
     if (a.time.total != b.time.total) return a.time.total < b.time.total;
-    if (a.c.micro_batch != b.c.micro_batch) return a.c.micro_batch > b.c.micro_batch;
     return a.memory.total() < b.memory.total();
-  });
+  };
+  std::stable_sort(plan.valid.begin(), plan.valid.end(), faster);
   std::stable_sort(plan.rejected.begin(), plan.rejected.end(),
                    [](const PlanEntry& a, const PlanEntry& b) {
                      if (a.grid_only != b.grid_only) return a.grid_only;

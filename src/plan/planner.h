@@ -1,5 +1,4 @@
-// The planner: enumerates (dp, pp, tp, micro-batch, ZeRO stage, recompute) layouts of a model
-// on a cluster, rejects the impossible ones with a reason, and ranks the rest by step time.
+// The planner: enumerates layouts, rejects impossible ones with a reason, ranks the rest.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,7 +38,7 @@ struct PlanEntry {
 struct Plan {
   PlanModel pm;
   ClusterSpec cluster;
-  std::vector<PlanEntry> valid;     // fastest first (ties: larger micro-batch, less memory)
+  std::vector<PlanEntry> valid;     // fastest first (ties: less memory first)
   std::vector<PlanEntry> rejected;  // grid rejections first, then memory (closest to fit first)
   int64_t grids = 0;                // (dp, pp, tp) factorizations of the device count
   int64_t evaluated = 0;            // full candidates whose memory was modelled

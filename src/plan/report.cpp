@@ -121,8 +121,8 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
   list(true, "rejected grids");
   list(false, "rejected for memory, closest to fitting first");
   line("");
-  line("~ = estimate (modelled from its definition: bf16/cuda, ZeRO 3, recompute selective/full);"
-       " the rest reproduces loom's cpu accounting exactly.");
+  line("~ = estimate (the cuda backend in bf16, modelled from its definition); rows without it "
+       "reproduce the cpu backend's buffers and Comm byte counts exactly.");
   line(str("assumptions: compute at peak x ", p.cluster.efficiency,
            "; MFU counts model FLOPs only (no recompute); TP all-reduces and pipeline sends are"
            " never overlapped; bubble (pp-1)/(m+pp-1); ",

@@ -1,5 +1,4 @@
-// Step time of a layout: compute at peak x efficiency per pipeline stage, 1F1B/GPipe bubble,
-// TP and pipeline communication on the critical path, exposed DP/embedding/world collectives.
+// Step time of a layout: per-stage compute, pipeline bubble, exposed communication.
 #pragma once
 #include <vector>
 

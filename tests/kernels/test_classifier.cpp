@@ -1,6 +1,8 @@
 // fused classifier + cross-entropy: vs double reference/differences, vs the unfused path, shards.
 #include "kernels/classifier.h"
 
+#include <omp.h>
+
 #include <limits>
 
 #include "kernel_test_util.h"
@@ -63,8 +65,9 @@ TEST(KernelClassifier, FusedMatchesReferenceAndFiniteDifferences) {
   const float dloss = 0.37f;
   std::vector<float> logits((size_t)N * Vp), maxv(N), sums(2 * N), loss(N), dx((size_t)N * C);
   std::vector<float> dW0 = randu((size_t)Vp * C, 12, -0.1f, 0.1f), dW = dW0;  // accumulates
-  cpu::classifier_forward(logits.data(), maxv.data(), sums.data(), k.x.data(), k.W.data(),
-                          k.tgt.data(), N, C, Vp, 0, V, chunk);
+  std::vector<float> work(cpu::classifier_work_floats(N, Vp, chunk));
+  cpu::classifier_forward(logits.data(), maxv.data(), sums.data(), work.data(), k.x.data(),
+                          k.W.data(), k.tgt.data(), N, C, Vp, 0, V, chunk);
   cpu::ce_loss(loss.data(), maxv.data(), sums.data(), N);
   std::vector<double> ref_logits, ref_loss;
   auto xd = to_double(k.x), Wd = to_double(k.W);
@@ -99,11 +102,12 @@ TEST(KernelClassifier, FusedEqualsUnfusedPath) {
   cpu::ce_backward_inplace(lg.data(), mx.data(), sm.data(), k.tgt.data(), dloss, N, Vp, 0, V);
   cpu::gemm(false, false, N, C, Vp, 1.0f, lg.data(), Vp, k.W.data(), C, 0.0f, dx.data(), C);
   cpu::gemm(true, false, Vp, C, N, 1.0f, lg.data(), Vp, k.x.data(), C, 1.0f, dW.data(), C);
-  for (int chunk : {0, 128, 320}) {  // default (one chunk here), even and uneven splits
+  for (int chunk : {0, 128, 320}) {  // default, even and uneven splits
     std::vector<float> flg((size_t)N * Vp), fmx(N), fsm(2 * N), fls(N), fdx((size_t)N * C);
     std::vector<float> fdW((size_t)Vp * C, 0.0f);
-    cpu::classifier_forward(flg.data(), fmx.data(), fsm.data(), k.x.data(), k.W.data(),
-                            k.tgt.data(), N, C, Vp, 0, V, chunk);
+    std::vector<float> work(cpu::classifier_work_floats(N, Vp, chunk));
+    cpu::classifier_forward(flg.data(), fmx.data(), fsm.data(), work.data(), k.x.data(),
+                            k.W.data(), k.tgt.data(), N, C, Vp, 0, V, chunk);
     cpu::ce_loss(fls.data(), fmx.data(), fsm.data(), N);
     cpu::classifier_backward(fdx.data(), fdW.data(), flg.data(), fmx.data(), fsm.data(),
                              k.tgt.data(), dloss, k.x.data(), k.W.data(), N, C, Vp, 0, V, chunk);
@@ -125,8 +129,9 @@ TEST(KernelClassifier, VocabShardsCombineToUnshardedResult) {
   const float dloss = 0.25f;
   std::vector<float> lg((size_t)N * Vp), mx(N), sm(2 * N), ls(N), dx((size_t)N * C);
   std::vector<float> dW((size_t)Vp * C, 0.0f);
-  cpu::classifier_forward(lg.data(), mx.data(), sm.data(), k.x.data(), k.W.data(), k.tgt.data(),
-                          N, C, Vp, 0, V, chunk);
+  std::vector<float> work(cpu::classifier_work_floats(N, Vp, chunk));
+  cpu::classifier_forward(lg.data(), mx.data(), sm.data(), work.data(), k.x.data(), k.W.data(),
+                          k.tgt.data(), N, C, Vp, 0, V, chunk);
   cpu::ce_loss(ls.data(), mx.data(), sm.data(), N);
   cpu::classifier_backward(dx.data(), dW.data(), lg.data(), mx.data(), sm.data(), k.tgt.data(),
                            dloss, k.x.data(), k.W.data(), N, C, Vp, 0, V, chunk);
@@ -136,9 +141,10 @@ TEST(KernelClassifier, VocabShardsCombineToUnshardedResult) {
   for (int s = 0; s < S; s++) {
     lmax[s].resize(N);
     ssum[s].resize(2 * N);
-    cpu::classifier_forward(slg[s].data(), lmax[s].data(), ssum[s].data(), k.x.data(),
-                            k.W.data() + (size_t)s * Wd * C, k.tgt.data(), N, C, Wd, s * Wd, V,
-                            chunk);
+    std::vector<float> swork(cpu::classifier_work_floats(N, Wd, chunk));
+    cpu::classifier_forward(slg[s].data(), lmax[s].data(), ssum[s].data(), swork.data(),
+                            k.x.data(), k.W.data() + (size_t)s * Wd * C, k.tgt.data(), N, C, Wd,
+                            s * Wd, V, chunk);
     for (int n = 0; n < N; n++) gmax[n] = std::max(gmax[n], lmax[s][n]);
   }
   for (int n = 0; n < N; n++) EXPECT_EQ(lmax[S - 1][n], -INFINITY) << "padding-only shard max";
@@ -166,10 +172,34 @@ TEST(KernelClassifier, VocabShardsCombineToUnshardedResult) {
 TEST(KernelClassifier, LogitsOnlyWithoutTargets) {
   Case k = make_case(3, 4, 20, 32, 41);
   std::vector<float> lg((size_t)k.N * k.Vp);
-  cpu::classifier_forward(lg.data(), nullptr, nullptr, k.x.data(), k.W.data(), nullptr, k.N, k.C,
-                          k.Vp, 0, k.V, 8);
+  cpu::classifier_forward(lg.data(), nullptr, nullptr, nullptr, k.x.data(), k.W.data(), nullptr,
+                          k.N, k.C, k.Vp, 0, k.V, 8);
   std::vector<double> ref;
   auto xd = to_double(k.x), Wd = to_double(k.W);
   ref_objective(xd, Wd, k.tgt, k.N, k.C, k.Vp, k.V, 1.0, &ref);
   expect_close(lg, ref, kFwdRtol, kFwdAtol, "logits");
+}
+
+TEST(KernelClassifier, BitwiseSameFor1And2Threads) {
+  Case k = make_case(32, 16, 1000, 1024, 51);
+  const int N = k.N, C = k.C, V = k.V, Vp = k.Vp, chunk = 128;
+  auto run = [&](int threads, std::vector<float>& lg, std::vector<float>& dx, std::vector<float>& dW) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> mx(N), sm(2 * N), work(cpu::classifier_work_floats(N, Vp, chunk));
+    lg.assign((size_t)N * Vp, 0.0f);
+    dx.assign((size_t)N * C, 0.0f);
+    dW.assign((size_t)Vp * C, 0.0f);
+    cpu::classifier_forward(lg.data(), mx.data(), sm.data(), work.data(), k.x.data(), k.W.data(),
+                            k.tgt.data(), N, C, Vp, 0, V, chunk);
+    cpu::classifier_backward(dx.data(), dW.data(), lg.data(), mx.data(), sm.data(), k.tgt.data(),
+                             0.5f, k.x.data(), k.W.data(), N, C, Vp, 0, V, chunk);
+    omp_set_num_threads(saved);
+  };
+  std::vector<float> lg1, dx1, dW1, lg2, dx2, dW2;
+  run(1, lg1, dx1, dW1);
+  run(2, lg2, dx2, dW2);
+  EXPECT_TRUE(bitwise_equal(lg1, lg2)) << "dlogits";
+  EXPECT_TRUE(bitwise_equal(dx1, dx2)) << "dx";
+  EXPECT_TRUE(bitwise_equal(dW1, dW2)) << "dW";
 }

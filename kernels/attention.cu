@@ -1,0 +1,375 @@
+// Causal attention cuda twin, flash style: shared K/V tiles, online softmax, saved logsumexp, no atomics.
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/cuda_common.cuh"
+
+namespace loom::cuda {
+namespace {
+
+// Layout: qkv (B, T, 3C), q|k|v blocks of C columns, head h at columns [h*D, (h+1)*D).
+// A warp works on one query (or key) row at a time; lane j of the warp takes key (or query) j of
+// a 32-wide tile for the dot products, and output dimensions d = lane + 32 e for accumulation.
+// Shared tiles whose rows are read by different lanes at the same d are padded to D + 1 floats
+// (conflict-free); tiles read as warp-wide broadcasts are not.
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTile = 32;  // keys (forward, dQ) or queries (dK/dV) per shared tile
+
+// Rows per warp: more reuse of a shared tile for small heads; shared memory stays < 48 KiB.
+template <int D> __host__ __device__ constexpr int rows_fwd() { return D <= 64 ? 4 : 2; }
+template <int D> __host__ __device__ constexpr int rows_bwd() { return D <= 64 ? 4 : 1; }
+
+struct Dims {
+  int B, T, C, NH;
+};
+
+// Copies rows [r0, r0 + nrows) of one head's q, k or v block (col offset `which` * C) into a
+// shared tile of row pitch P, as fp32; rows >= T become 0. All threads of the block call it.
+template <int D, int P, typename T>
+__device__ __forceinline__ void load_tile(float* dst, const T* head_base, int r0, int nrows,
+                                          const Dims& g) {
+  const size_t C3 = 3 * (size_t)g.C;
+  for (int i = threadIdx.x; i < nrows * D; i += kThreads) {
+    const int r = i / D, d = i % D, t = r0 + r;
+    dst[r * P + d] = t < g.T ? to_f32(head_base[(size_t)t * C3 + d]) : 0.0f;
+  }
+}
+
+// out (B, T, C) and lse (B, NH, T). Block: (query tile of kWarps*R rows, b*NH + h).
+template <int D, typename T>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(T* out, float* lse,
+                                                                     const T* qkv, Dims g) {
+  constexpr int R = rows_fwd<D>(), BR = kWarps * R, P = D + 1, E = (D + 31) / 32;
+  __shared__ float sq[BR * D];
+  __shared__ float sk[kTile * P];
+  __shared__ float sv[kTile * P];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // longest rows first
+  const float scale = 1.0f / sqrtf((float)D);
+  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
+  load_tile<D, D>(sq, base, q0, BR, g);
+
+  float o[R][E], mrow[R], lrow[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    mrow[r] = -INFINITY;
+    lrow[r] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; e++) o[r][e] = 0.0f;
+  }
+  const int kend = min(g.T, q0 + BR);  // keys [0, kend) are visible to some row of the tile
+  for (int k0 = 0; k0 < kend; k0 += kTile) {
+    __syncthreads();  // the previous tile is no longer read
+    load_tile<D, P>(sk, base + g.C, k0, kTile, g);
+    load_tile<D, P>(sv, base + 2 * g.C, k0, kTile, g);
+    __syncthreads();  // tiles (and sq on the first pass) are complete
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int rl = warp * R + r, t = q0 + rl;
+      if (t >= g.T || k0 > t) continue;  // warp-uniform: no visible key in this tile
+      const int s = k0 + lane;           // this lane's key; visible when s <= t (then s < T)
+      float sc = -INFINITY;
+      if (s <= t) {
+        float acc = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < D; d++) acc += sq[rl * D + d] * sk[lane * P + d];
+        sc = acc * scale;
+      }
+      const float mnew = fmaxf(mrow[r], warp_max(sc));  // finite: key k0 <= t is visible
+      const float p = s <= t ? expf(sc - mnew) : 0.0f;
+      const float corr = expf(mrow[r] - mnew);          // 0 on the first visible tile
+      lrow[r] = lrow[r] * corr + warp_sum(p);
+      mrow[r] = mnew;
+      const int jend = min(kTile, t - k0 + 1);          // visible keys of the tile
+#pragma unroll
+      for (int e = 0; e < E; e++) o[r][e] *= corr;
+      for (int j = 0; j < jend; j++) {
+        const float pj = __shfl_sync(kFullMask, p, j);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          const int d = lane + 32 * e;
+          if (d < D) o[r][e] += pj * sv[j * P + d];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int t = q0 + warp * R + r;
+    if (t >= g.T) continue;
+    const float inv = 1.0f / lrow[r];
+    T* orow = out + ((size_t)b * g.T + t) * g.C + (size_t)h * D;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      const int d = lane + 32 * e;
+      if (d < D) orow[d] = from_f32<T>(o[r][e] * inv);
+    }
+    if (lane == 0) lse[(size_t)bh * g.T + t] = mrow[r] + logf(lrow[r]);
+  }
+}
+
+// delta (B, NH, T) = rowsum(dout * out) per head: one warp per (b, t, h).
+template <typename T>
+__global__ void attention_delta_kernel(float* delta, const T* dout, const T* out, int D, Dims g) {
+  const size_t w = (size_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (w >= (size_t)g.B * g.T * g.NH) return;  // whole warp
+  const int h = (int)(w % g.NH);
+  const size_t bt = w / g.NH;
+  const size_t off = bt * g.C + (size_t)h * D;
+  float s = 0.0f;
+  for (int d = lane; d < D; d += 32) s += to_f32(dout[off + d]) * to_f32(out[off + d]);
+  s = warp_sum(s);
+  const int b = (int)(bt / g.T), t = (int)(bt % g.T);
+  if (lane == 0) delta[((size_t)b * g.NH + h) * g.T + t] = s;
+}
+
+// dQ rows of a query tile: dq_t = scale * sum_s dS_ts k_s, dS = P (dP - delta), P = exp(S - lse).
+template <int D, typename T>
+__global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(
+    T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, Dims g) {
+  constexpr int R = rows_bwd<D>(), BR = kWarps * R, P = D + 1, E = (D + 31) / 32;
+  __shared__ float sq[BR * D];
+  __shared__ float sdo[BR * D];
+  __shared__ float sk[kTile * P];
+  __shared__ float sv[kTile * P];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;
+  const float scale = 1.0f / sqrtf((float)D);
+  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
+  load_tile<D, D>(sq, base, q0, BR, g);
+  // dout has row stride C, not 3C: its own loop.
+  for (int i = threadIdx.x; i < BR * D; i += kThreads) {
+    const int r = i / D, d = i % D, t = q0 + r;
+    sdo[i] = t < g.T ? to_f32(dout[((size_t)b * g.T + t) * g.C + (size_t)h * D + d]) : 0.0f;
+  }
+  float dq[R][E], lrow[R], drow[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int t = q0 + warp * R + r;
+    lrow[r] = t < g.T ? lse[(size_t)bh * g.T + t] : 0.0f;
+    drow[r] = t < g.T ? delta[(size_t)bh * g.T + t] : 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; e++) dq[r][e] = 0.0f;
+  }
+  const int kend = min(g.T, q0 + BR);
+  for (int k0 = 0; k0 < kend; k0 += kTile) {
+    __syncthreads();
+    load_tile<D, P>(sk, base + g.C, k0, kTile, g);
+    load_tile<D, P>(sv, base + 2 * g.C, k0, kTile, g);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int rl = warp * R + r, t = q0 + rl;
+      if (t >= g.T || k0 > t) continue;  // warp-uniform
+      const int s = k0 + lane;
+      float ds = 0.0f;
+      if (s <= t) {
+        float qk = 0.0f, dp = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < D; d++) {
+          qk += sq[rl * D + d] * sk[lane * P + d];
+          dp += sdo[rl * D + d] * sv[lane * P + d];
+        }
+        const float p = expf(qk * scale - lrow[r]);
+        ds = p * (dp - drow[r]);
+      }
+      const int jend = min(kTile, t - k0 + 1);
+      for (int j = 0; j < jend; j++) {
+        const float dsj = __shfl_sync(kFullMask, ds, j);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          const int d = lane + 32 * e;
+          if (d < D) dq[r][e] += dsj * sk[j * P + d];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int t = q0 + warp * R + r;
+    if (t >= g.T) continue;
+    T* row = dqkv + ((size_t)b * g.T + t) * 3 * g.C + (size_t)h * D;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      const int d = lane + 32 * e;
+      if (d < D) row[d] = from_f32<T>(dq[r][e] * scale);
+    }
+  }
+}
+
+// dK, dV rows of a key tile: dv_s = sum_{t>=s} P_ts do_t, dk_s = scale * sum_{t>=s} dS_ts q_t.
+// Lane i of a warp takes query q0 + i of a 32-wide query tile.
+template <int D, typename T>
+__global__ void __launch_bounds__(kThreads) attention_backward_dkv_kernel(
+    T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, Dims g) {
+  constexpr int R = rows_bwd<D>(), BK = kWarps * R, P = D + 1, E = (D + 31) / 32;
+  __shared__ float sk[BK * D];
+  __shared__ float sv[BK * D];
+  __shared__ float sq[kTile * P];
+  __shared__ float sdo[kTile * P];
+  __shared__ float slse[kTile];
+  __shared__ float sdelta[kTile];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int k0 = blockIdx.x * BK;  // blocks of early keys have the most work: launched first
+  const float scale = 1.0f / sqrtf((float)D);
+  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
+  load_tile<D, D>(sk, base + g.C, k0, BK, g);
+  load_tile<D, D>(sv, base + 2 * g.C, k0, BK, g);
+  float dk[R][E], dv[R][E];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+#pragma unroll
+    for (int e = 0; e < E; e++) dk[r][e] = dv[r][e] = 0.0f;
+  }
+  for (int q0 = (k0 / kTile) * kTile; q0 < g.T; q0 += kTile) {
+    __syncthreads();
+    load_tile<D, P>(sq, base, q0, kTile, g);
+    for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
+      const int r = i / D, d = i % D, t = q0 + r;
+      sdo[r * P + d] =
+          t < g.T ? to_f32(dout[((size_t)b * g.T + t) * g.C + (size_t)h * D + d]) : 0.0f;
+    }
+    if (threadIdx.x < kTile) {
+      const int t = q0 + threadIdx.x;
+      slse[threadIdx.x] = t < g.T ? lse[(size_t)bh * g.T + t] : 0.0f;
+      sdelta[threadIdx.x] = t < g.T ? delta[(size_t)bh * g.T + t] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int rl = warp * R + r, s = k0 + rl;
+      if (s >= g.T || q0 + kTile - 1 < s) continue;  // warp-uniform: no query t >= s here
+      const int t = q0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (t >= s && t < g.T) {
+        float qk = 0.0f, dp = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < D; d++) {
+          qk += sq[lane * P + d] * sk[rl * D + d];
+          dp += sdo[lane * P + d] * sv[rl * D + d];
+        }
+        p = expf(qk * scale - slse[lane]);
+        ds = p * (dp - sdelta[lane]);
+      }
+      const int ibeg = max(0, s - q0), iend = min(kTile, g.T - q0);  // queries with t >= s, t < T
+      for (int i = ibeg; i < iend; i++) {
+        const float pi = __shfl_sync(kFullMask, p, i);
+        const float dsi = __shfl_sync(kFullMask, ds, i);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          const int d = lane + 32 * e;
+          if (d < D) {
+            dv[r][e] += pi * sdo[i * P + d];
+            dk[r][e] += dsi * sq[i * P + d];
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int s = k0 + warp * R + r;
+    if (s >= g.T) continue;
+    T* row = dqkv + ((size_t)b * g.T + s) * 3 * g.C + (size_t)h * D;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      const int d = lane + 32 * e;
+      if (d < D) {
+        row[g.C + d] = from_f32<T>(dk[r][e] * scale);
+        row[2 * g.C + d] = from_f32<T>(dv[r][e]);
+      }
+    }
+  }
+}
+
+template <int D, typename T>
+void launch_forward(T* out, float* lse, const T* qkv, const Dims& g, cudaStream_t s) {
+  constexpr int BR = kWarps * rows_fwd<D>();
+  const dim3 grid((unsigned)((g.T + BR - 1) / BR), (unsigned)(g.B * g.NH));
+  attention_forward_kernel<D><<<grid, kThreads, 0, s>>>(out, lse, qkv, g);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template <int D, typename T>
+void launch_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta,
+                     const Dims& g, cudaStream_t s) {
+  constexpr int BR = kWarps * rows_bwd<D>();
+  const dim3 grid((unsigned)((g.T + BR - 1) / BR), (unsigned)(g.B * g.NH));
+  attention_backward_dq_kernel<D><<<grid, kThreads, 0, s>>>(dqkv, dout, qkv, lse, delta, g);
+  LOOM_CUDA_CHECK_LAUNCH();
+  attention_backward_dkv_kernel<D><<<grid, kThreads, 0, s>>>(dqkv, dout, qkv, lse, delta, g);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+Dims check_dims(int B, int T, int C, int NH) {
+  LOOM_CUDA_REQUIRE(B > 0 && T > 0 && NH > 0 && C % NH == 0,
+                    "attention: need B, T, NH > 0 and NH dividing C");
+  const int D = C / NH;
+  LOOM_CUDA_REQUIRE(D == 16 || D == 32 || D == 64 || D == 128,
+                    "attention: head size C/NH must be 16, 32, 64 or 128");
+  LOOM_CUDA_REQUIRE((long long)B * NH <= 65535, "attention: B * NH must be <= 65535");
+  return Dims{B, T, C, NH};
+}
+
+template <typename H>
+void forward(H* out, float* lse, const H* qkv, int B, int T_, int C, int NH, void* stream) {
+  const Dims g = check_dims(B, T_, C, NH);
+  auto o = dev_ptr(out);
+  auto x = dev_ptr(qkv);
+  cudaStream_t s = as_stream(stream);
+  switch (C / NH) {
+    case 16: launch_forward<16>(o, lse, x, g, s); break;
+    case 32: launch_forward<32>(o, lse, x, g, s); break;
+    case 64: launch_forward<64>(o, lse, x, g, s); break;
+    default: launch_forward<128>(o, lse, x, g, s); break;
+  }
+}
+
+template <typename H>
+void backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, const float* lse,
+              int B, int T_, int C, int NH, void* stream) {
+  const Dims g = check_dims(B, T_, C, NH);
+  const int D = C / NH;
+  cudaStream_t s = as_stream(stream);
+  const size_t rows = (size_t)B * T_ * NH;
+  attention_delta_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
+      delta, dev_ptr(dout), dev_ptr(out), D, g);
+  LOOM_CUDA_CHECK_LAUNCH();
+  auto dx = dev_ptr(dqkv);
+  auto go = dev_ptr(dout);
+  auto x = dev_ptr(qkv);
+  switch (D) {
+    case 16: launch_backward<16>(dx, go, x, lse, delta, g, s); break;
+    case 32: launch_backward<32>(dx, go, x, lse, delta, g, s); break;
+    case 64: launch_backward<64>(dx, go, x, lse, delta, g, s); break;
+    default: launch_backward<128>(dx, go, x, lse, delta, g, s); break;
+  }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+                       void* stream) {
+  forward(out, lse, qkv, B, T, C, NH, stream);
+}
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
+                       void* stream) {
+  forward(out, lse, qkv, B, T, C, NH, stream);
+}
+void attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
+                        const float* out, const float* lse, int B, int T, int C, int NH,
+                        void* stream) {
+  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
+}
+void attention_backward(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv,
+                        const bf16* out, const float* lse, int B, int T, int C, int NH,
+                        void* stream) {
+  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
+}
+
+}  // namespace loom::cuda

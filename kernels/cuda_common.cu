@@ -1,0 +1,171 @@
+// CUDA backend basics: error reporting, device discovery, and the fp32 <-> bf16 cast kernels.
+#include <cublasLt.h>
+
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include "core/check.h"
+#include "kernels/cuda_common.cuh"
+
+namespace loom::cuda {
+namespace detail {
+namespace {
+
+std::string current_device() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();  // clear; the original error is the one reported
+    return "unknown device";
+  }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "device " + std::to_string(dev);
+  }
+  return "device " + std::to_string(dev) + " (" + prop.name + ")";
+}
+
+}  // namespace
+
+void cuda_failed(const char* call, const char* file, int line, int err) {
+  const cudaError_t e = (cudaError_t)err;
+  std::ostringstream os;
+  os << file << ":" << line << ": CUDA call '" << call << "' failed: " << cudaGetErrorName(e)
+     << " (" << err << "): " << cudaGetErrorString(e) << " on " << current_device();
+  throw InternalError(os.str());
+}
+
+void cublas_failed(const char* call, const char* file, int line, int status) {
+  std::ostringstream os;
+  os << file << ":" << line << ": cuBLAS call '" << call << "' failed: "
+     << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
+     << "): " << cublasLtGetStatusString((cublasStatus_t)status) << " on " << current_device();
+  throw InternalError(os.str());
+}
+
+void check_failed(const char* file, int line, const char* what) {
+  std::ostringstream os;
+  os << file << ":" << line << ": " << what;
+  throw InternalError(os.str());
+}
+
+}  // namespace detail
+
+namespace {
+
+struct Availability {
+  bool ok = false;
+  std::string reason;
+};
+
+Availability probe() {
+  Availability a;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary || e == cudaErrorNoDevice) {
+    cudaGetLastError();
+    a.reason = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" +
+               cudaGetErrorString(e) + ")";
+    return a;
+  }
+  LOOM_CUDA_CHECK(e);
+  if (count == 0) {
+    a.reason = "no CUDA device";
+    return a;
+  }
+  for (int d = 0; d < count; d++) {
+    cudaDeviceProp prop;
+    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    if (prop.major >= 8) {
+      a.ok = true;
+      return a;
+    }
+  }
+  a.reason = "no CUDA device of compute capability 8.0 or newer (loom is built for sm_80, sm_90)";
+  return a;
+}
+
+const Availability& availability() {
+  static std::once_flag once;
+  static Availability a;
+  std::call_once(once, [] { a = probe(); });
+  return a;
+}
+
+}  // namespace
+
+bool cuda_available() { return availability().ok; }
+
+std::string cuda_unavailable_reason() { return availability().reason; }
+
+std::string device_description(int device) {
+  cudaDeviceProp prop;
+  LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::ostringstream os;
+  os.precision(1);
+  os << std::fixed << "device " << device << ": " << prop.name << ", sm_" << prop.major
+     << prop.minor << ", " << prop.multiProcessorCount << " SMs, "
+     << (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return os.str();
+}
+
+// ---- casts ----------------------------------------------------------------------------
+namespace {
+
+constexpr int kBlock = 256;
+
+// Four elements per thread and step: four floats are one 128-bit load, four bf16 one 64-bit
+// store (through __nv_bfloat162 pairs). vec: every pointer 16-byte aligned (else scalar).
+__global__ void cast_f32_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n, bool vec) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vec) {
+    const size_t nq = n / 4;
+    for (size_t q = i; q < nq; q += stride) {
+      const float4 x = reinterpret_cast<const float4*>(in)[q];
+      __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + 4 * q);
+      o[0] = __floats2bfloat162_rn(x.x, x.y);
+      o[1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+    done = nq * 4;
+  }
+  for (size_t j = done + i; j < n; j += stride) out[j] = __float2bfloat16_rn(in[j]);
+}
+
+__global__ void cast_bf16_f32_kernel(float* out, const __nv_bfloat16* in, size_t n, bool vec) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t done = 0;
+  if (vec) {
+    const size_t nq = n / 4;
+    for (size_t q = i; q < nq; q += stride) {
+      const __nv_bfloat162* s = reinterpret_cast<const __nv_bfloat162*>(in + 4 * q);
+      const float2 a = __bfloat1622float2(s[0]), b = __bfloat1622float2(s[1]);
+      reinterpret_cast<float4*>(out)[q] = make_float4(a.x, a.y, b.x, b.y);
+    }
+    done = nq * 4;
+  }
+  for (size_t j = done + i; j < n; j += stride) out[j] = __bfloat162float(in[j]);
+}
+
+}  // namespace
+
+void cast_f32_to_bf16(bf16* out, const float* in, size_t n, void* stream) {
+  if (n == 0) return;
+  const bool vec = aligned16(out) && aligned16(in);
+  cast_f32_bf16_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
+      dev_ptr(out), in, n, vec);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void cast_bf16_to_f32(float* out, const bf16* in, size_t n, void* stream) {
+  if (n == 0) return;
+  const bool vec = aligned16(out) && aligned16(in);
+  cast_bf16_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
+      out, dev_ptr(in), n, vec);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,299 @@
+// Linear layer and gemm cuda twin: cuBLASLt (row-major via swapped operands), epilogues, dbias.
+#include <cublasLt.h>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/gelu.h"
+#include "kernels/matmul.h"
+
+namespace loom::cuda {
+
+// ---- handle ----------------------------------------------------------------------------
+GemmHandle::GemmHandle(size_t workspace_bytes) {
+  cublasLtHandle_t h = nullptr;
+  LOOM_CUBLAS_CHECK(cublasLtCreate(&h));
+  lt_ = h;
+  if (workspace_bytes > 0) {
+    const cudaError_t e = cudaMalloc(&workspace_, workspace_bytes);
+    if (e != cudaSuccess) {
+      cublasLtDestroy(h);
+      LOOM_CUDA_CHECK(e);
+    }
+  }
+  workspace_bytes_ = workspace_bytes;
+}
+
+GemmHandle::~GemmHandle() {
+  // No throwing from a destructor: errors here (e.g. a dying context at exit) are ignored.
+  if (workspace_) cudaFree(workspace_);
+  if (lt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
+}
+
+namespace {
+
+// ---- cuBLASLt call --------------------------------------------------------------------
+// RAII owners of the descriptors (nothing leaks when a check throws).
+struct Desc {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~Desc() { if (d) cublasLtMatmulDescDestroy(d); }
+};
+struct Layout {
+  cublasLtMatrixLayout_t l = nullptr;
+  ~Layout() { if (l) cublasLtMatrixLayoutDestroy(l); }
+};
+struct Pref {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~Pref() { if (p) cublasLtMatmulPreferenceDestroy(p); }
+};
+
+// One row-major GEMM: C (M, N) = alpha op(A) op(B) + beta C [+ epilogue].
+struct Call {
+  cudaDataType_t ab_type, cd_type;
+  bool ta, tb;
+  int M, N, K;
+  float alpha;
+  const void* A;
+  int lda;
+  const void* B;
+  int ldb;
+  float beta;
+  void* C;
+  int ldc;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // (N) of cd_type, broadcast over rows
+  void* aux = nullptr;         // GELU input (M, N), leading dimension aux_ld
+  int64_t aux_ld = 0;
+};
+
+// Largest power of two <= 256 dividing the address (cuBLASLt assumes 256 unless told).
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && (a % al) != 0) al >>= 1;
+  return al;
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major (r, c)
+// matrix with leading dimension ld is the column-major (c, r) matrix with the same ld: so
+// cuBLASLt computes D' (N x M) = op'(B) (N x K) * op'(A) (K x M) on the unchanged buffers.
+// Returns false when cuBLASLt has no algorithm for this combination (epilogue, alignment).
+bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
+  const cublasComputeType_t compute =
+      (c.ab_type == CUDA_R_32F && h.allow_tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  Desc desc;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F));
+  const cublasOperation_t op_a = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "A" is our B
+  const cublasOperation_t op_b = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "B" is our A
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
+                                                   sizeof(op_a)));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
+                                                   sizeof(op_b)));
+  if (c.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &c.epilogue, sizeof(c.epilogue)));
+  }
+  if (c.bias) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &c.bias, sizeof(c.bias)));
+  }
+  if (c.aux) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                     &c.aux_ld, sizeof(c.aux_ld)));
+  }
+  // Stored (column-major) shapes: cuBLAS A = our B, cuBLAS B = our A, D = C^T (N x M).
+  Layout la, lb, lc;
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.l, c.ab_type, c.tb ? c.K : c.N,
+                                               c.tb ? c.N : c.K, c.ldb));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.l, c.ab_type, c.ta ? c.M : c.K,
+                                               c.ta ? c.K : c.M, c.lda));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.l, c.cd_type, c.N, c.M, c.ldc));
+
+  Pref pref;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+  const size_t ws = h.workspace_bytes();
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t al_a = alignment_of(c.B), al_b = alignment_of(c.A), al_c = alignment_of(c.C);
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
+
+  cublasLtHandle_t lt = static_cast<cublasLtHandle_t>(h.lt());
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc.d, la.l, lb.l, lc.l, lc.l,
+                                                           pref.p, 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  LOOM_CUBLAS_CHECK(st);
+  const cublasStatus_t run = cublasLtMatmul(lt, desc.d, &c.alpha, c.B, la.l, c.A, lb.l, &c.beta,
+                                            c.C, lc.l, c.C, lc.l, &result.algo, h.workspace(), ws,
+                                            stream);
+  if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // checked before any work is enqueued
+  LOOM_CUBLAS_CHECK(run);
+  return true;
+}
+
+void run_or_throw(GemmHandle& h, const Call& c, cudaStream_t stream) {
+  LOOM_CUDA_REQUIRE(lt_matmul(h, c, stream),
+                    "cuBLASLt found no algorithm for a GEMM (check the alignment of the operands)");
+}
+
+template <typename T> constexpr cudaDataType_t dtype_of();
+template <> constexpr cudaDataType_t dtype_of<float>() { return CUDA_R_32F; }
+template <> constexpr cudaDataType_t dtype_of<bf16>() { return CUDA_R_16BF; }
+
+template <typename TA, typename TC>
+void gemm_impl(GemmHandle& h, bool ta, bool tb, int M, int N, int K, float alpha, const TA* A,
+               int lda, const TA* B, int ldb, float beta, TC* C, int ldc, void* stream) {
+  if (M <= 0 || N <= 0) return;
+  LOOM_CUDA_REQUIRE(K > 0, "gemm: K must be positive");
+  const Call c{dtype_of<TA>(), dtype_of<TC>(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+               ldc};
+  run_or_throw(h, c, as_stream(stream));
+}
+
+// ---- bias helpers ----------------------------------------------------------------------
+// out[n, c] = bias[c] (the fallback when cuBLASLt has no bias epilogue for a case).
+template <typename T>
+__global__ void broadcast_rows_kernel(T* out, const T* bias, size_t total, int OC) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
+    out[i] = bias[i % OC];
+}
+
+// dbias[c] += sum_n dout[n, c]: block (32, kColRows), column c = blockIdx.x * 32 + x, rows
+// y, y + kColRows, ... summed in order, then the partials in a fixed order (deterministic).
+constexpr int kColRows = 16;
+
+template <typename T>
+__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
+  __shared__ float part[kColRows][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * 32 + tx;
+  float acc = 0.0f;
+  if (c < OC) {
+    for (int n = ty; n < N; n += kColRows) acc += to_f32(dout[(size_t)n * OC + c]);
+  }
+  part[ty][tx] = acc;
+  __syncthreads();  // every thread reaches it
+  if (ty == 0 && c < OC) {
+    float t = 0.0f;
+    for (int k = 0; k < kColRows; k++) t += part[k][tx];
+    dbias[c] += t;
+  }
+}
+
+// y (N, OC) = inp @ w + bias, via the bias epilogue or a broadcast then beta = 1.
+template <typename T>
+void linear(GemmHandle& h, T* y, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
+            cudaStream_t s) {
+  Call c{dtype_of<T>(), dtype_of<T>(), false, false, N, OC, IC, 1.0f, inp, IC, w, OC, 0.0f, y, OC};
+  if (bias) {
+    c.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    c.bias = bias;
+    if (lt_matmul(h, c, s)) return;
+    const size_t total = (size_t)N * OC;
+    broadcast_rows_kernel<<<grid_for(total, 256), 256, 0, s>>>(dev_ptr(y), dev_ptr(bias), total,
+                                                               OC);
+    LOOM_CUDA_CHECK_LAUNCH();
+    c.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    c.bias = nullptr;
+    c.beta = 1.0f;
+  }
+  run_or_throw(h, c, s);
+}
+
+template <typename T>
+void forward(GemmHandle& h, T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC,
+             T* pre_gelu, void* stream) {
+  if (N <= 0 || OC <= 0) return;
+  LOOM_CUDA_REQUIRE(IC > 0, "matmul_forward: IC must be positive");
+  cudaStream_t s = as_stream(stream);
+  if (!pre_gelu) {
+    linear(h, out, inp, w, bias, N, IC, OC, s);
+    return;
+  }
+  if (OC % 8 == 0) {  // GELU aux leading dimension must be a multiple of 8
+    Call c{dtype_of<T>(), dtype_of<T>(), false, false, N, OC, IC, 1.0f, inp, IC, w, OC, 0.0f,
+           out, OC};
+    c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    c.bias = bias;
+    c.aux = pre_gelu;
+    c.aux_ld = OC;
+    if (lt_matmul(h, c, s)) return;
+  }
+  linear(h, pre_gelu, inp, w, bias, N, IC, OC, s);  // unfused fallback
+  gelu_forward(out, pre_gelu, (size_t)N * OC, stream);
+}
+
+template <typename T>
+void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream) {
+  if (N <= 0 || OC <= 0) return;
+  const dim3 block(32, kColRows);
+  bias_backward_kernel<<<(unsigned)((OC + 31) / 32), block, 0, as_stream(stream)>>>(
+      dbias, dev_ptr(dout), N, OC);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void backward(GemmHandle& h, T* dinp, float* dw, float* dbias, const T* dout, const T* inp,
+              const T* w, int N, int IC, int OC, void* stream) {
+  // dinp (N, IC) = dout (N, OC) @ w^T (OC, IC)
+  if (dinp) gemm_impl(h, false, true, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC, stream);
+  // dw (IC, OC) += inp^T (IC, N) @ dout (N, OC), accumulated in fp32
+  gemm_impl(h, true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC, stream);
+  if (dbias) bias_grad(dbias, dout, N, OC, stream);
+}
+
+}  // namespace
+
+// ---- public entry points -----------------------------------------------------------------
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+          void* stream) {
+  gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const bf16* A, int lda, const bf16* B, int ldb, float beta, bf16* C, int ldc,
+          void* stream) {
+  gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const bf16* A, int lda, const bf16* B, int ldb, float beta, float* C, int ldc,
+          void* stream) {
+  gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+
+void matmul_forward(GemmHandle& h, float* out, const float* inp, const float* w, const float* bias,
+                    int N, int IC, int OC, float* pre_gelu, void* stream) {
+  forward(h, out, inp, w, bias, N, IC, OC, pre_gelu, stream);
+}
+void matmul_forward(GemmHandle& h, bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
+                    int N, int IC, int OC, bf16* pre_gelu, void* stream) {
+  forward(h, out, inp, w, bias, N, IC, OC, pre_gelu, stream);
+}
+
+void matmul_backward(GemmHandle& h, float* dinp, float* dw, float* dbias, const float* dout,
+                     const float* inp, const float* w, int N, int IC, int OC, void* stream) {
+  backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
+}
+void matmul_backward(GemmHandle& h, bf16* dinp, float* dw, float* dbias, const bf16* dout,
+                     const bf16* inp, const bf16* w, int N, int IC, int OC, void* stream) {
+  backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
+}
+
+void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream) {
+  bias_grad(dbias, dout, N, OC, stream);
+}
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream) {
+  bias_grad(dbias, dout, N, OC, stream);
+}
+
+}  // namespace loom::cuda

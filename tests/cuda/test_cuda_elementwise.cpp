@@ -1,0 +1,154 @@
+// cuda twins of the elementwise kernels (GELU, residual, casts, AdamW, global norm) vs the cpu twins.
+#include <cmath>
+#include <iostream>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/gelu.h"
+#include "kernels/global_norm.h"
+#include "kernels/residual.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace loom::cudatest {
+namespace {
+
+class CudaElementwise : public CudaTest {};
+
+// Runs everywhere (no skip): without a GPU the probe answers false with a reason, never throws.
+TEST(CudaDevice, AvailabilityIsAnsweredWithAReason) {
+  bool ok = false;
+  ASSERT_NO_THROW(ok = cuda::cuda_available());
+  if (ok) {
+    EXPECT_TRUE(cuda::cuda_unavailable_reason().empty());
+    std::cout << "[ info ] " << cuda::device_description(0) << "\n";
+  } else {
+    EXPECT_FALSE(cuda::cuda_unavailable_reason().empty());
+    std::cout << "[ info ] " << cuda::cuda_unavailable_reason() << "\n";
+  }
+}
+
+// Sizes: a multiple of 8 (128-bit packs) and an odd one (scalar path).
+const size_t kSizes[] = {4096, 1001};
+
+TEST_F(CudaElementwise, GeluFp32MatchesCpu) {
+  for (size_t n : kSizes) {
+    auto x = randu(n, 1, -6.0f, 6.0f);
+    auto g = randu(n, 2);
+    std::vector<float> want(n), dwant(n);
+    cpu::gelu_forward(want.data(), x.data(), n);
+    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
+    DevBuf<float> dx(x), dg(g), dy(n), ddx(n);
+    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
+    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
+    EXPECT_REL_LE(dy.download(), want, kTolF32, "gelu_forward n=" + std::to_string(n));
+    EXPECT_REL_LE(ddx.download(), dwant, kTolF32, "gelu_backward n=" + std::to_string(n));
+    cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
+    EXPECT_REL_LE(dg.download(), dwant, kTolF32, "gelu_backward in place");
+  }
+}
+
+TEST_F(CudaElementwise, GeluBf16MatchesCpu) {
+  for (size_t n : kSizes) {
+    auto x = round_bf16(randu(n, 3, -6.0f, 6.0f));
+    auto g = round_bf16(randu(n, 4));
+    std::vector<float> want(n), dwant(n);
+    cpu::gelu_forward(want.data(), x.data(), n);
+    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
+    DevBuf<bf16> dx(to_bf16(x)), dg(to_bf16(g)), dy(n), ddx(n);
+    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
+    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
+    EXPECT_REL_LE(to_f32(dy.download()), want, kTolBF16, "gelu_forward bf16");
+    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolBF16, "gelu_backward bf16");
+  }
+}
+
+TEST_F(CudaElementwise, ResidualMatchesCpu) {
+  for (size_t n : kSizes) {
+    auto a = randu(n, 5), b = randu(n, 6);
+    std::vector<float> want(n), acc = a;
+    cpu::residual_forward(want.data(), a.data(), b.data(), n);
+    cpu::add_inplace(acc.data(), b.data(), n);
+    DevBuf<float> da(a), db(b), dy(n);
+    cuda::residual_forward(dy.get(), da.get(), db.get(), n, nullptr);
+    cuda::add_inplace(da.get(), db.get(), n, nullptr);
+    EXPECT_TRUE(bitwise_equal(dy.download(), want)) << "residual_forward n=" << n;
+    EXPECT_TRUE(bitwise_equal(da.download(), acc)) << "add_inplace n=" << n;
+
+    auto ar = round_bf16(a), br = round_bf16(b);
+    cpu::residual_forward(want.data(), ar.data(), br.data(), n);
+    DevBuf<bf16> ha(to_bf16(ar)), hb(to_bf16(br)), hy(n);
+    cuda::residual_forward(hy.get(), ha.get(), hb.get(), n, nullptr);
+    cuda::add_inplace(ha.get(), hb.get(), n, nullptr);
+    // One rounding of the exact fp32 sum: exactly the host rounding of the cpu result.
+    EXPECT_TRUE(bitwise_equal(to_f32(hy.download()), round_bf16(want))) << "bf16 residual";
+    EXPECT_TRUE(bitwise_equal(to_f32(ha.download()), round_bf16(want))) << "bf16 add_inplace";
+  }
+}
+
+TEST_F(CudaElementwise, CastsRoundToNearestEven) {
+  for (size_t n : kSizes) {
+    auto x = randu(n, 7, -100.0f, 100.0f);
+    x[0] = 1.00390625f;  // exactly halfway between two bf16 values: rounds to even (1.0)
+    DevBuf<float> dx(x), back(n);
+    DevBuf<bf16> h(n);
+    cuda::cast_f32_to_bf16(h.get(), dx.get(), n, nullptr);
+    cuda::cast_bf16_to_f32(back.get(), h.get(), n, nullptr);
+    const auto got = h.download();
+    const auto want = to_bf16(x);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i].bits != want[i].bits;
+    EXPECT_EQ(bad, 0u) << "cast_f32_to_bf16 n=" << n;
+    EXPECT_EQ(cuda::bf16_to_float(got[0]), 1.0f);
+    EXPECT_TRUE(bitwise_equal(back.download(), to_f32(want))) << "cast_bf16_to_f32";
+  }
+}
+
+TEST_F(CudaElementwise, AdamWMatchesCpuOverSteps) {
+  for (size_t n : kSizes) {
+    auto p = randu(n, 8), m = randu(n, 9, 0.0f, 0.01f), v = randu(n, 10, 0.0f, 0.01f);
+    DevBuf<float> dp(p), dm(m), dv(v), dg(n);
+    DevBuf<bf16> copy(n);
+    for (int step = 1; step <= 3; step++) {
+      auto g = randu(n, 100 + step);
+      const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
+      cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
+      dg.upload(g);
+      cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), n, hp, copy.get(), nullptr);
+    }
+    const auto gp = dp.download();
+    EXPECT_REL_LE(gp, p, 1e-6, "adamw params");
+    EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
+    EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
+    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_bf16(gp))) << "bf16 copy of params";
+  }
+}
+
+TEST_F(CudaElementwise, SumSquaresDeterministicAndExact) {
+  const size_t n1 = 1 << 20, n2 = 1001;
+  auto x1 = randu(n1, 11), x2 = randu(n2, 12);
+  const double want = cpu::sum_squares(x1.data(), n1) + cpu::sum_squares(x2.data(), n2);
+  DevBuf<float> d1(x1), d2(x2);
+  DevBuf<double> acc(1), partials(cuda::kSumSquaresPartials);
+  std::vector<double> results;
+  for (int rep = 0; rep < 2; rep++) {
+    acc.upload({0.0});
+    cuda::sum_squares(acc.get(), d1.get(), n1, partials.get(), nullptr);
+    cuda::sum_squares(acc.get(), d2.get(), n2, partials.get(), nullptr);
+    results.push_back(acc.download()[0]);
+  }
+  EXPECT_NEAR(results[0], want, 1e-10 * want) << "double accumulation";
+  EXPECT_EQ(results[0], results[1]) << "two runs must give the same bits";
+}
+
+TEST_F(CudaElementwise, ScaleInplaceMatchesCpu) {
+  for (size_t n : kSizes) {
+    auto x = randu(n, 13);
+    DevBuf<float> dx(x);
+    cpu::scale_inplace(x.data(), 0.37f, n);
+    cuda::scale_inplace(dx.get(), 0.37f, n, nullptr);
+    EXPECT_TRUE(bitwise_equal(dx.download(), x)) << "scale_inplace n=" << n;
+  }
+}
+
+}  // namespace
+}  // namespace loom::cudatest

@@ -1,0 +1,121 @@
+// cuda twins of LayerNorm (forward, fused residual forward, backward) vs the cpu twin.
+#include <string>
+#include <vector>
+
+#include "kernels/layernorm.h"
+#include "kernels/residual.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace loom::cudatest {
+namespace {
+
+class CudaLayerNorm : public CudaTest {};
+
+struct Shape {
+  int N, C;
+};
+// C = 96: 128-bit packs for fp32 and bf16; C = 70: the scalar path; C = 1600: long rows.
+const Shape kShapes[] = {{37, 96}, {19, 70}, {8, 1600}};
+
+std::string name(const Shape& s) { return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C); }
+
+TEST_F(CudaLayerNorm, Fp32ForwardBackwardMatchCpu) {
+  for (const Shape& s : kShapes) {
+    const int N = s.N, C = s.C;
+    const size_t NC = (size_t)N * C;
+    auto x = randu(NC, 1, -2.0f, 3.0f), w = randu(C, 2, 0.5f, 1.5f), b = randu(C, 3);
+    auto g = randu(NC, 4), dx0 = randu(NC, 5), dw0 = randu(C, 6), db0 = randu(C, 7);
+    std::vector<float> y(NC), mean(N), rstd(N), dx = dx0, dw = dw0, db = db0;
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), N, C);
+
+    DevBuf<float> dX(x), dW(w), dB(b), dY(NC), dMean(N), dRstd(N), dG(g), dDx(dx0), dDw(dw0),
+        dDb(db0);
+    cuda::layernorm_forward(dY.get(), dMean.get(), dRstd.get(), dX.get(), dW.get(), dB.get(), N, C,
+                            nullptr);
+    cuda::layernorm_backward(dDx.get(), dDw.get(), dDb.get(), dG.get(), dX.get(), dW.get(),
+                             dMean.get(), dRstd.get(), N, C, nullptr);
+    EXPECT_REL_LE(dY.download(), y, kTolF32, "forward out " + name(s));
+    EXPECT_REL_LE(dMean.download(), mean, kTolF32, "forward mean " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "forward rstd " + name(s));
+    EXPECT_REL_LE(dDx.download(), dx, kTolF32, "backward dinp (accumulated) " + name(s));
+    EXPECT_REL_LE(dDw.download(), dw, kTolF32, "backward dw (accumulated) " + name(s));
+    EXPECT_REL_LE(dDb.download(), db, kTolF32, "backward db (accumulated) " + name(s));
+
+    // The backward is deterministic: a second run from the same state gives the same bits.
+    DevBuf<float> dDw2(dw0), dDb2(db0), dDx2(dx0);
+    cuda::layernorm_backward(dDx2.get(), dDw2.get(), dDb2.get(), dG.get(), dX.get(), dW.get(),
+                             dMean.get(), dRstd.get(), N, C, nullptr);
+    DevBuf<float> dDw3(dw0), dDb3(db0);
+    cuda::layernorm_backward(dDx2.get(), dDw3.get(), dDb3.get(), dG.get(), dX.get(), dW.get(),
+                             dMean.get(), dRstd.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(dDw2.download(), dDw3.download())) << "dw deterministic";
+    EXPECT_TRUE(bitwise_equal(dDb2.download(), dDb3.download())) << "db deterministic";
+  }
+}
+
+TEST_F(CudaLayerNorm, Fp32FusedResidualMatchesCpu) {
+  for (const Shape& s : kShapes) {
+    const int N = s.N, C = s.C;
+    const size_t NC = (size_t)N * C;
+    auto a = randu(NC, 8), r = randu(NC, 9), w = randu(C, 10, 0.5f, 1.5f), b = randu(C, 11);
+    std::vector<float> res(NC), y(NC), mean(N), rstd(N);
+    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
+                           C);
+    DevBuf<float> dA(a), dR(r), dW(w), dB(b), dRes(NC), dY(NC), dMean(N), dRstd(N);
+    cuda::residual_layernorm_forward(dRes.get(), dY.get(), dMean.get(), dRstd.get(), dA.get(),
+                                     dR.get(), dW.get(), dB.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(dRes.download(), res)) << "residual " << name(s);
+    EXPECT_REL_LE(dY.download(), y, kTolF32, "fused out " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fused rstd " + name(s));
+    // In place on the residual stream (residual aliasing a).
+    cuda::residual_layernorm_forward(dA.get(), dY.get(), nullptr, nullptr, dA.get(), dR.get(),
+                                     dW.get(), dB.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(dA.download(), res)) << "in-place residual " << name(s);
+    EXPECT_REL_LE(dY.download(), y, kTolF32, "in-place fused out " + name(s));
+  }
+}
+
+TEST_F(CudaLayerNorm, Bf16MatchesCpuOnRoundedInputs) {
+  for (const Shape& s : kShapes) {
+    const int N = s.N, C = s.C;
+    const size_t NC = (size_t)N * C;
+    auto x = round_bf16(randu(NC, 12, -2.0f, 3.0f)), w = round_bf16(randu(C, 13, 0.5f, 1.5f));
+    auto b = round_bf16(randu(C, 14)), g = round_bf16(randu(NC, 15));
+    auto a = round_bf16(randu(NC, 16)), r = round_bf16(randu(NC, 17));
+    std::vector<float> y(NC), mean(N), rstd(N), dx(NC, 0.0f), dw(C, 0.0f), db(C, 0.0f);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), N, C);
+    DevBuf<bf16> hX(to_bf16(x)), hW(to_bf16(w)), hB(to_bf16(b)), hG(to_bf16(g)), hY(NC),
+        hDx(to_bf16(std::vector<float>(NC, 0.0f)));
+    DevBuf<float> dMean(N), dRstd(N), dDw(std::vector<float>(C, 0.0f)),
+        dDb(std::vector<float>(C, 0.0f));
+    cuda::layernorm_forward(hY.get(), dMean.get(), dRstd.get(), hX.get(), hW.get(), hB.get(), N, C,
+                            nullptr);
+    cuda::layernorm_backward(hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(),
+                             dMean.get(), dRstd.get(), N, C, nullptr);
+    EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 forward " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "bf16 forward rstd (fp32) " + name(s));
+    EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp " + name(s));
+    EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "bf16 dw (fp32 accumulation) " + name(s));
+    EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 db (fp32 accumulation) " + name(s));
+
+    // Fused residual in bf16: the stored residual is the rounded sum, and the norm uses it.
+    std::vector<float> res(NC);
+    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
+    res = round_bf16(res);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
+                           C);
+    DevBuf<bf16> hA(to_bf16(a)), hR(to_bf16(r)), hRes(NC);
+    cuda::residual_layernorm_forward(hRes.get(), hY.get(), dMean.get(), dRstd.get(), hA.get(),
+                                     hR.get(), hW.get(), hB.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hRes.download()), res)) << "bf16 residual " << name(s);
+    EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 fused out " + name(s));
+  }
+}
+
+}  // namespace
+}  // namespace loom::cudatest

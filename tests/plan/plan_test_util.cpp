@@ -1,0 +1,72 @@
+// One measured training step per layout for the plan's agreement tests.
+#include "tests/plan/plan_test_util.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "parallel/parallel_ctx.h"
+#include "tests/parallel/equivalence_util.h"
+#include "train/trainer.h"
+
+namespace loom::test {
+
+Measured measure_step(const Config& cfg, MPI_Comm world) {
+  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
+  auto pc = make_parallel_ctx(grid, world);
+  Trainer trainer(cfg, *pc, synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
+  trainer.init_weights();
+  Measured out;
+  const uint64_t tp0 = pc->tp.bytes_sent(), pp0 = pc->pp.bytes_sent(), dp0 = pc->dp.bytes_sent();
+  const uint64_t em0 = pc->embed.bytes_sent(), w0 = pc->world.bytes_sent();
+  trainer.train_step(1);
+  out.tp = pc->tp.bytes_sent() - tp0;
+  out.pp = pc->pp.bytes_sent() - pp0;
+  out.dp = pc->dp.bytes_sent() - dp0;
+  out.embed = pc->embed.bytes_sent() - em0;
+  out.world = pc->world.bytes_sent() - w0;
+  out.memory = trainer.optimizer().memory();
+  out.activation_bytes = trainer.stage().activation_bytes();
+  out.stage = pc->coord.pp;
+  out.dp_rank = pc->coord.dp;
+  out.microbatches =
+      cfg.train.global_batch_size / (cfg.parallel.dp * cfg.parallel.micro_batch_size);
+  return out;
+}
+
+plan::ClusterSpec cpu_cluster() {
+  return plan::parse_cluster(
+      "name: test-cpu\ndevice: cpu\nnodes: 1\ngpus_per_node: 8\ngpu_memory_gib: 10\n"
+      "peak_flops: 56e9\nintra_node: {bandwidth_gbps: 40, latency_us: 1}\n"
+      "inter_node: {bandwidth_gbps: 10, latency_us: 50}\n",
+      "test-cpu.yaml");
+}
+
+plan::Candidate candidate_of(const Config& cfg) {
+  plan::Candidate c;
+  c.dp = cfg.parallel.dp, c.pp = cfg.parallel.pp, c.tp = cfg.parallel.tp;
+  c.micro_batch = cfg.parallel.micro_batch_size;
+  c.zero = cfg.optimizer.zero_stage;
+  c.recompute = parse_recompute(cfg.train.recompute);
+  return c;
+}
+
+std::string layout_name(const Config& cfg) {
+  char b[128];
+  std::snprintf(b, sizeof b, "dp%d pp%d tp%d mb%d zero%d %s %s%s", cfg.parallel.dp,
+                cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.micro_batch_size,
+                cfg.optimizer.zero_stage, cfg.parallel.schedule.c_str(),
+                cfg.train.recompute.c_str(), cfg.model.tie_embeddings ? "" : " untied");
+  return b;
+}
+
+uint64_t current_rss_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+}  // namespace loom::test

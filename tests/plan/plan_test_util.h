@@ -1,0 +1,38 @@
+// Plan agreement-test support: one real train_step of a layout, its memory and Comm bytes.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+#include "optim/zero.h"
+#include "plan/cluster.h"
+#include "plan/planner.h"
+
+namespace loom::test {
+
+struct Measured {
+  MemoryReport memory;        // ZeroOptimizer::memory() after the step
+  size_t activation_bytes = 0;  // GPTStage::activation_bytes()
+  uint64_t tp = 0, pp = 0, dp = 0, embed = 0, world = 0;  // bytes_sent() deltas over the step
+  int stage = 0, dp_rank = 0, microbatches = 0;
+};
+
+// Builds the layout of cfg on `world` (size dp*pp*tp), initializes the weights, then runs
+// train_step(1) and records this rank's memory report and per-axis byte deltas.
+Measured measure_step(const Config& cfg, MPI_Comm world);
+
+// The cpu cluster used by the agreement tests (configs/clusters/cpu_2core.yaml's values).
+plan::ClusterSpec cpu_cluster();
+
+// cfg's layout as a plan candidate.
+plan::Candidate candidate_of(const Config& cfg);
+
+// "dp2 pp2 tp1 mb2 zero1 1f1b" for messages.
+std::string layout_name(const Config& cfg);
+
+// Current resident set size of this process in bytes (/proc/self/statm).
+uint64_t current_rss_bytes();
+
+}  // namespace loom::test

@@ -1,0 +1,113 @@
+// loom plan end to end through cmd_plan: text, JSON, config/cluster errors, no-fit error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/plan_command.h"
+#include "core/check.h"
+#include "tests/support/fixture.h"
+#include "tests/support/mpi_test_env.h"
+#include "train/startup.h"
+
+namespace loom {
+namespace {
+
+cli::Args plan_args(const std::string& config, const std::string& cluster, bool json = false) {
+  cli::Args a;
+  a.command = "plan";
+  a.operands = {test::source_path(config)};
+  if (!cluster.empty()) a.options["--cluster"] = test::source_path(cluster);
+  if (json) a.options["--json"] = "1";
+  return a;
+}
+
+// Runs cmd_plan with stdout captured; returns the output, the exit code in *code and a thrown
+// UserError's message in *error.
+std::string run(const cli::Args& a, int* code, std::string* error) {
+  test::ensure_mpi();
+  std::fflush(stdout);
+  char path[] = "/tmp/loom_plan_outXXXXXX";
+  const int fd = mkstemp(path);
+  const int saved = dup(1);
+  dup2(fd, 1);
+  *code = -1;
+  error->clear();
+  try {
+    *code = cli::cmd_plan(a);
+  } catch (const UserError& e) {
+    *error = e.what();
+  } catch (const ReportedError& e) {
+    *code = e.code;
+  }
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  return out;
+}
+
+TEST(PlanCli, TextTableForGpt2SmallOnOneH100Node) {
+  int code = 0;
+  std::string err;
+  const std::string out =
+      run(plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml"), &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(out.find("loom plan:"), std::string::npos) << out;
+  EXPECT_NE(out.find("124.4M parameters"), std::string::npos) << out;
+  EXPECT_NE(out.find("precision: bf16 mixed"), std::string::npos) << out;
+  EXPECT_NE(out.find("tp 8 does not divide n_head 12"), std::string::npos) << out;
+  EXPECT_NE(out.find("MFU"), std::string::npos) << out;
+}
+
+TEST(PlanCli, JsonForScripts) {
+  int code = 0;
+  std::string err;
+  const std::string out = run(
+      plan_args("configs/gpt2_124m.yaml", "configs/clusters/cpu_2core.yaml", true), &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["cluster"]["devices"], 2);
+  ASSERT_FALSE(j["valid"].empty());
+  EXPECT_GT(j["valid"][0]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("error"));
+}
+
+TEST(PlanCli, TooBigAModelSaysWhatIsShort) {
+  cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml");
+  a.overrides = {"model.n_layer=96", "model.n_head=96", "model.d_model=12288",
+                 "model.seq_len=2048", "model.max_positions=2048", "train.global_batch_size=64"};
+  int code = 0;
+  std::string err;
+  const std::string out = run(a, &code, &err);
+  EXPECT_NE(err.find("no layout fits"), std::string::npos) << err;
+  EXPECT_NE(err.find("device memory is short by"), std::string::npos) << err;
+  EXPECT_NE(out.find("rejected for memory"), std::string::npos) << out;
+}
+
+TEST(PlanCli, BadConfigAndClusterAreOneClearError) {
+  int code = 0;
+  std::string err;
+  cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml");
+  a.overrides = {"model.d_model=770"};
+  run(a, &code, &err);
+  EXPECT_EQ(code, 1);  // validate()'s lines were printed on stderr
+  a = plan_args("configs/gpt2_124m.yaml", "configs/gpt2_124m.yaml");  // not a cluster file
+  run(a, &code, &err);
+  EXPECT_NE(err.find("unknown key"), std::string::npos) << err;
+  a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/missing.yaml");
+  run(a, &code, &err);
+  EXPECT_NE(err.find("cannot read cluster file"), std::string::npos) << err;
+  a.operands.clear();
+  run(a, &code, &err);
+  EXPECT_NE(err.find("loom plan needs one config file"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace loom
