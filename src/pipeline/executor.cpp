@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/timer.h"
+
 namespace loom {
 
 namespace {
@@ -28,7 +30,17 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::
   grad_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
 }
 
+template <typename F>
+void PipelineExecutor::timed(double& total, F&& pass) {
+  if (!timing_) return pass();
+  const double tp0 = pc_.tp.busy_ms();
+  Stopwatch sw;
+  pass();
+  total += sw.ms() - (pc_.tp.busy_ms() - tp0);
+}
+
 void PipelineExecutor::run(const BatchFn& batch, float dloss) {
+  forward_ms_ = backward_ms_ = 0;
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
   for (const PipeAction& a : schedule_) {
@@ -37,7 +49,7 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
       pc_.pp.wait(&act_req_[size_t(slot)]);  // the slot's previous output has left
       if (!pc_.first_stage()) pc_.pp.recv(stage_.input(slot), NC, prev, a.mb);
       batch(a.mb, tokens_.data(), targets_.data());
-      stage_.forward(slot, tokens_.data(), targets_.data(), dloss);
+      timed(forward_ms_, [&] { stage_.forward(slot, tokens_.data(), targets_.data(), dloss); });
       if (!pc_.last_stage())
         act_req_[size_t(slot)] = pc_.pp.isend(stage_.output(slot), NC, next, a.mb);
     } else {
@@ -51,7 +63,7 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
         pc_.pp.wait(&grad_req_[size_t(slot)]);
         dinput = static_cast<float*>(dinput_buf_.data()) + size_t(slot) * NC;
       }
-      stage_.backward(slot, dout, dinput);
+      timed(backward_ms_, [&] { stage_.backward(slot, dout, dinput); });
       if (dinput) grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, prev, kGradTag + a.mb);
     }
   }

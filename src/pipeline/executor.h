@@ -27,7 +27,16 @@ class PipelineExecutor {
   // stage accumulating the loss; no gradients, one activation slot.
   void run_forward(const BatchFn& batch);
 
+  // Compute time of the last run() in forward and in backward passes, excluding the TP
+  // communication inside them (measured only when timing is on: two clock reads per pass).
+  void set_timing(bool on) { timing_ = on; }
+  double forward_ms() const { return forward_ms_; }
+  double backward_ms() const { return backward_ms_; }
+
  private:
+  template <typename F>
+  void timed(double& total, F&& pass);
+
   GPTStage& stage_;
   ParallelCtx& pc_;
   Schedule schedule_;
@@ -35,6 +44,8 @@ class PipelineExecutor {
   Buffer dinput_buf_, dout_buf_;
   std::vector<int32_t> tokens_, targets_;
   std::vector<MPI_Request> act_req_, grad_req_;  // per slot
+  bool timing_ = false;
+  double forward_ms_ = 0, backward_ms_ = 0;
 };
 
 }  // namespace loom

@@ -21,6 +21,11 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
   else
     j["mfu"] = nullptr;
   j["mem_peak_bytes"] = m.mem_peak_bytes;
+  if (!m.time_ms.empty()) {
+    nlohmann::ordered_json t;
+    for (const auto& [k, v] : m.time_ms) t[k] = v;
+    j["time"] = t;
+  }
   return j;
 }
 

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,10 @@ struct TrainMetrics {
   double step_ms = 0, tokens_per_s = 0;
   double mfu = -1;     // fraction; < 0 (peak unknown) is written as null
   uint64_t mem_peak_bytes = 0;
+  // Optional per-step time breakdown of this rank (log.timers), written as "time": {...} after
+  // the contract keys, in milliseconds: forward, backward, optimizer, tp_comm, pp_wait,
+  // dp_comm, other (norm/loss reductions and everything else).
+  std::vector<std::pair<std::string, double>> time_ms;
 };
 // {"step","loss","lr","grad_norm","tokens","step_ms","tokens_per_s","mfu","mem_peak_bytes"}
 // in exactly this order.

@@ -32,6 +32,7 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
                                       opt_->param_hooks(), parse_recompute(cfg.train.recompute));
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
+  exec_->set_timing(cfg.log.timers);
   if (!samples_) {
     data_ = std::make_unique<DataLoader>(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
                                          cfg.train.seed);
@@ -96,7 +97,8 @@ StepStats Trainer::train_step(int step) {
   s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
   Stopwatch opt_sw;
   opt_->step(s.lr, scale, step);
-  timers_.add("optimizer", opt_sw.ms());
+  const double opt_sw_ms = opt_sw.ms();
+  timers_.add("optimizer", opt_sw_ms);
 
   // Mean loss of the global batch: summed by the last stage's TP-rank-0 ranks over DP.
   double loss = (pc_.last_stage() && pc_.coord.tp == 0) ? stage_->loss_sum() : 0.0;
@@ -107,6 +109,13 @@ StepStats Trainer::train_step(int step) {
   const std::array<double, 4> busy1 = comm_busy();
   const char* axes[4] = {"tp_comm", "pp_wait", "dp_comm", "world_comm"};
   for (int i = 0; i < 4; ++i) timers_.add(axes[i], busy1[size_t(i)] - busy0[size_t(i)]);
+  if (cfg_.log.timers) {
+    double fwd = exec_->forward_ms(), bwd = exec_->backward_ms(), opt = opt_sw_ms;
+    double tp = busy1[0] - busy0[0], pp = busy1[1] - busy0[1], dp = busy1[2] - busy0[2];
+    s.time_ms = {{"forward", fwd},   {"backward", bwd}, {"optimizer", opt},
+                 {"tp_comm", tp},    {"pp_wait", pp},   {"dp_comm", dp},
+                 {"other", s.step_ms - fwd - bwd - opt - tp - pp - dp}};
+  }
   return s;
 }
 
@@ -123,6 +132,7 @@ void Trainer::log_step(const StepStats& s) {
   m.mfu = model_flops_utilization(flops_per_token_, m.tokens_per_s, peak_.per_device,
                                   pc_.world.size());
   m.mem_peak_bytes = peak_rss_bytes();
+  m.time_ms = s.time_ms;
   metrics_.write(train_metrics_line(m));
   const double recent_ms = progress_.on_log(s.step, run_clock_.ms(), s.loss);
   StepLine l;

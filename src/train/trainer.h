@@ -24,6 +24,7 @@ struct StepStats {
   double grad_norm = 0;  // global L2 norm before clipping
   double lr = 0;
   double step_ms = 0;
+  std::vector<std::pair<std::string, double>> time_ms;  // breakdown (log.timers), this rank
 };
 
 // Fills `rows` training samples starting at global sample `first`: inputs, targets (rows, T).

@@ -39,7 +39,9 @@ TEST(Schedule, EveryMicroBatchOnceForwardThenBackward) {
           for (int j = 0; j < m; ++j) {
             ASSERT_GE(f[size_t(j)], 0);
             ASSERT_GT(b[size_t(j)], f[size_t(j)]);
-            if (j) ASSERT_GT(b[size_t(j)], b[size_t(j - 1)]);  // backwards in FIFO order
+            if (j) {
+              ASSERT_GT(b[size_t(j)], b[size_t(j - 1)]);  // backwards in FIFO order
+            }
           }
         }
 }

@@ -212,6 +212,15 @@ TEST(Metrics, TrainLineHasExactlyTheContractKeysInOrder) {
             "\"step_ms\":812.5,\"tokens_per_s\":630.2,\"mfu\":0.012,\"mem_peak_bytes\":123456789}");
   m.mfu = -1;  // unknown peak: null, never a made-up number
   EXPECT_TRUE(train_metrics_line(m)["mfu"].is_null());
+  // With log.timers the breakdown follows the contract keys as one "time" object, in order.
+  m.time_ms = {{"forward", 300.0}, {"backward", 500.0}, {"other", 12.5}};
+  auto t = train_metrics_line(m);
+  got.clear();
+  for (auto it = t.begin(); it != t.end(); ++it) got.push_back(it.key());
+  std::vector<std::string> with_time = keys;
+  with_time.push_back("time");
+  EXPECT_EQ(got, with_time);
+  EXPECT_EQ(t["time"].dump(), "{\"forward\":300.0,\"backward\":500.0,\"other\":12.5}");
 }
 
 }  // namespace
