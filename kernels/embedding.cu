@@ -1,6 +1,4 @@
 // Token + position embedding cuda twin: gather forward; deterministic row-owner backward (no atomics).
-#include <initializer_list>
-
 #include "kernels/cuda_common.cuh"
 #include "kernels/embedding.h"
 

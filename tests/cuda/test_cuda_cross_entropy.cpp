@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/classifier.h"
 #include "kernels/cross_entropy.h"
 #include "tests/cuda/cuda_test_util.h"
 
