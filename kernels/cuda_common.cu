@@ -97,6 +97,16 @@ const Availability& availability() {
 
 bool cuda_available() { return availability().ok; }
 
+bool is_device_pointer(const void* p) {
+  if (p == nullptr || !cuda_available()) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // plain host memory on old drivers: clear the sticky-free error
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 std::string cuda_unavailable_reason() { return availability().reason; }
 
 std::string device_description(int device) {

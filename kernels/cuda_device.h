@@ -41,11 +41,15 @@ std::string cuda_unavailable_reason();
 // "device 0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB" (throws when there is no device).
 std::string device_description(int device);
 
+// True when p points into memory allocated by the CUDA runtime (device or managed).
+bool is_device_pointer(const void* p);
+
 // Elementwise casts on device buffers (round-to-nearest-even to bf16), on the given stream.
 void cast_f32_to_bf16(bf16* out, const float* in, size_t n, void* stream);
 void cast_bf16_to_f32(float* out, const bf16* in, size_t n, void* stream);
 #else
 inline bool cuda_available() { return false; }
+inline bool is_device_pointer(const void*) { return false; }
 inline std::string cuda_unavailable_reason() { return "loom was built without CUDA (LOOM_CUDA=OFF)"; }
 #endif
 

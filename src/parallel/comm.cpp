@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "kernels/cuda_device.h"
 #include "parallel/watchdog.h"
 
 namespace loom {
@@ -32,6 +33,10 @@ class Blocked {
 };
 
 MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+
+template <typename T> DType dtype_of();
+template <> DType dtype_of<float>() { return DType::F32; }
+template <> DType dtype_of<double>() { return DType::F32; }  // never on device (host scalars)
 }  // namespace
 
 void mpi_check(int rc, const char* call, const char* file, int line) {
@@ -63,8 +68,11 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   describe_ += ")";
 }
 
+bool Comm::on_device(const void* p) const { return dev_ && cuda::is_device_pointer(p); }
+
 template <typename T>
 void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
+  if (on_device(x)) return all_reduce(static_cast<void*>(x), n, dtype_of<T>(), op);
   if (size_ == 1) return;
   Blocked blocked(*this, "all_reduce");
   for (size_t off = 0; off < n; off += kMaxChunk) {
@@ -77,12 +85,26 @@ void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
 void Comm::all_reduce(float* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_FLOAT); }
 void Comm::all_reduce(double* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_DOUBLE); }
 
-void Comm::all_reduce(const Tensor& t, ReduceOp op) {
-  LOOM_CHECK(t.device == Device::CPU, "comm '", name_, "': cuda tensors need the NCCL backend");
-  all_reduce(t.f32(), size_t(t.numel()), op);
+void Comm::all_reduce(const Tensor& t, ReduceOp op) { all_reduce(t.data, size_t(t.numel()), t.dtype, op); }
+
+void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
+  if (on_device(x)) {
+    Blocked blocked(*this, "all_reduce");
+    dev_->all_reduce(x, n, t, op);
+    bytes_ += n * dtype_size(t);
+    return;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host all_reduce of ", dtype_name(t));
+  all_reduce(static_cast<float*>(x), n, op);
 }
 
 void Comm::reduce(float* x, size_t n, int root) {
+  if (on_device(x)) {
+    Blocked blocked(*this, "reduce");
+    dev_->reduce(x, n, DType::F32, root);
+    bytes_ += n * sizeof(float);
+    return;
+  }
   if (size_ == 1) return;
   Blocked blocked(*this, "reduce");
   for (size_t off = 0; off < n; off += kMaxChunk) {
@@ -94,6 +116,12 @@ void Comm::reduce(float* x, size_t n, int root) {
 }
 
 void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
+  if (on_device(recv)) {
+    Blocked blocked(*this, "reduce_scatter");
+    dev_->reduce_scatter(send, recv, n, DType::F32);
+    bytes_ += n * size_t(size_) * sizeof(float);
+    return;
+  }
   if (size_ == 1) {
     std::copy(send, send + n, recv);
     return;
@@ -105,6 +133,12 @@ void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
 }
 
 void Comm::all_gather(const float* send, float* recv, size_t n) {
+  if (on_device(recv)) {
+    Blocked blocked(*this, "all_gather");
+    dev_->all_gather(send, recv, n, DType::F32);
+    bytes_ += n * sizeof(float);
+    return;
+  }
   if (size_ == 1) {
     if (recv != send) std::copy(send, send + n, recv);
     return;
@@ -119,6 +153,12 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
 void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                        const std::vector<int>& displs) {
   LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");
+  if (on_device(recv)) {
+    Blocked blocked(*this, "all_gatherv");
+    dev_->all_gatherv(send, recv, counts, displs, DType::F32);
+    bytes_ += size_t(counts[size_t(rank_)]) * sizeof(float);
+    return;
+  }
   if (size_ == 1) {
     if (counts[0] && recv + displs[0] != send) std::copy(send, send + counts[0], recv + displs[0]);
     return;
@@ -130,6 +170,12 @@ void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& c
 }
 
 void Comm::broadcast(void* x, size_t bytes, int root) {
+  if (on_device(x)) {
+    Blocked blocked(*this, "broadcast");
+    dev_->broadcast(x, bytes, root);
+    if (rank_ == root) bytes_ += bytes;
+    return;
+  }
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);
   Blocked blocked(*this, "broadcast");
@@ -163,6 +209,34 @@ void Comm::recv(float* x, size_t n, int peer, int tag) {
   MPI_Get_count(&st, MPI_FLOAT, &got);
   LOOM_CHECK(size_t(got) == n, "comm '", name_, "' received ", got, " floats from ", peer,
              ", expected ", n);
+}
+
+MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag) {
+  if (on_device(x)) {
+    LOOM_CHECK(peer >= 0 && peer < size_, "isend to ", peer, " on ", describe_);
+    dev_->send(x, n, t, peer);
+    bytes_ += n * dtype_size(t);
+    return MPI_REQUEST_NULL;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host isend of ", dtype_name(t));
+  return isend(static_cast<const float*>(x), n, peer, tag);
+}
+
+void Comm::recv(void* x, size_t n, DType t, int peer, int tag) {
+  if (on_device(x)) {
+    LOOM_CHECK(peer >= 0 && peer < size_, "recv from ", peer, " on ", describe_);
+    Blocked blocked(*this, "recv");
+    dev_->recv(x, n, t, peer);
+    return;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host recv of ", dtype_name(t));
+  recv(static_cast<float*>(x), n, peer, tag);
+}
+
+void Comm::wait_sends() {
+  if (!dev_) return;
+  Blocked blocked(*this, "wait");
+  dev_->complete();
 }
 
 void Comm::wait(MPI_Request* req) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,28 @@
 namespace loom {
 
 enum class ReduceOp { Sum, Max };
+
+// Collectives and point-to-point transfers on device memory (NCCL; parallel/nccl_comm.h), over
+// the same ranks as the Comm they are attached to, enqueued on the cuda backend's stream. Counts
+// are elements of `t`. Attached to every Comm of a ParallelCtx when device: cuda (size-1 axes
+// included), so device buffers never reach MPI (Debian's OpenMPI is not CUDA-aware).
+class DeviceComm {
+ public:
+  virtual ~DeviceComm() = default;
+  virtual void all_reduce(void* x, size_t n, DType t, ReduceOp op) = 0;
+  virtual void reduce(void* x, size_t n, DType t, int root) = 0;  // in place at root, sum
+  virtual void reduce_scatter(const void* send, void* recv, size_t n, DType t) = 0;
+  virtual void all_gather(const void* send, void* recv, size_t n, DType t) = 0;
+  virtual void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
+                           const std::vector<int>& displs, DType t) = 0;
+  virtual void broadcast(void* x, size_t bytes, int root) = 0;
+  // Point-to-point as Comm's: send never blocks the host nor waits for compute that follows it
+  // on the stream; recv makes later work on the stream wait for the data. complete() returns
+  // once every send issued so far has left its buffer (the buffer may then be overwritten).
+  virtual void send(const void* x, size_t n, DType t, int peer) = 0;
+  virtual void recv(void* x, size_t n, DType t, int peer) = 0;
+  virtual void complete() = 0;
+};
 
 // Throws InternalError naming the MPI call, the rank and MPI's message when `rc` is not success.
 void mpi_check(int rc, const char* call, const char* file, int line);
@@ -30,6 +53,8 @@ class Comm {
 
   void all_reduce(float* x, size_t n, ReduceOp op);
   void all_reduce(double* x, size_t n, ReduceOp op);
+  // Any dtype: fp32 host buffers through MPI, device buffers through the DeviceComm.
+  void all_reduce(void* x, size_t n, DType t, ReduceOp op);
   void all_reduce(const Tensor& t, ReduceOp op);
   // In place at `root`: x (n) becomes the sum over ranks; other ranks' x is left as it was.
   void reduce(float* x, size_t n, int root);
@@ -50,6 +75,15 @@ class Comm {
   MPI_Request isend(const float* x, size_t n, int peer, int tag);
   void recv(float* x, size_t n, int peer, int tag);
   void wait(MPI_Request* req);
+  // The same on buffers of dtype t (host fp32 through MPI, device buffers through the
+  // DeviceComm, whose sends are waited for by wait_sends()).
+  MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);
+  void recv(void* x, size_t n, DType t, int peer, int tag);
+  void wait_sends();
+
+  // Device collectives (cuda backend). Every call on a device pointer goes there.
+  void set_device_comm(std::unique_ptr<DeviceComm> d) { dev_ = std::move(d); }
+  DeviceComm* device_comm() const { return dev_.get(); }
 
   // Bytes this rank sent through collectives and p2p (payload, per call) since construction,
   // and milliseconds spent inside blocking calls (collectives, recv, wait).
@@ -62,6 +96,9 @@ class Comm {
   template <typename T>
   void all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type);
 
+  bool on_device(const void* p) const;  // dev_ attached and p is device memory
+
+  std::shared_ptr<DeviceComm> dev_;
   MPI_Comm comm_ = MPI_COMM_SELF;
   std::string name_ = "self";
   std::string describe_ = "self";

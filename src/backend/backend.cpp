@@ -1,0 +1,39 @@
+// make_backend: the backend a config asks for, or one clear error saying why it cannot be had.
+#include "backend/backend.h"
+
+#include "core/check.h"
+#include "kernels/cuda_device.h"
+
+namespace loom {
+
+namespace {
+DType parse_dtype(const std::string& dtype) {
+  if (dtype == "bf16") return DType::BF16;
+  if (dtype == "fp16") return DType::F16;
+  if (dtype == "fp32") return DType::F32;
+  throw UserError(str("train.dtype: '", dtype, "' is not one of fp32, bf16, fp16"));
+}
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype,
+                                      int gpu) {
+  const DType act = parse_dtype(dtype);
+  if (device == "cpu") {
+    if (act != DType::F32)
+      throw UserError(str("train.dtype: ", dtype,
+                          " needs device: cuda; set train.dtype: fp32 or device: cuda"));
+    return make_cpu_backend();
+  }
+  if (device != "cuda") throw UserError(str("device: '", device, "' is not one of cpu, cuda"));
+  if (!cuda::cuda_available())
+    throw UserError(str("device: cuda, but ", cuda::cuda_unavailable_reason(),
+                        "; use device: cpu, or run on a machine with an NVIDIA GPU (sm_80+)"));
+#ifdef LOOM_HAVE_CUDA
+  return make_cuda_backend(act, gpu);
+#else
+  (void)gpu;
+  return nullptr;  // unreachable: cuda_available() is false without CUDA
+#endif
+}
+
+}  // namespace loom

@@ -1,0 +1,135 @@
+// Backend: the device a GPTStage and its optimizer run on (cpu or cuda), seen by the model code
+// as memory operations and the kernels of one training step. The model code is written once
+// over this interface; the cpu backend is the numerical reference.
+//
+// Pointer conventions of every method:
+//   act        activations in the backend's activation dtype (act_dtype(): fp32 on cpu; fp32,
+//              bf16 or fp16 on cuda), passed as void*; counts are elements, not bytes.
+//   cw         compute weights: the parameters as the kernels read them, in the activation
+//              dtype (on cuda with bf16/fp16 a low-precision copy of the fp32 master weights).
+//   float*     fp32 buffers: parameter gradients (always fp32, accumulated), master weights,
+//              AdamW moments, per-row statistics (layernorm mean/rstd, softmax max/sums).
+//   int32_t*   tokens/targets in device memory (copied there with from_host).
+// Every pointer is device memory of this backend. Calls are enqueued in order on the backend's
+// one compute stream; host-visible results (to_host, sum_squares_take) synchronize.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "kernels/adamw.h"
+
+namespace loom {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual DType act_dtype() const = 0;
+  size_t act_size() const { return dtype_size(act_dtype()); }
+  // "cpu (fp32)", "cuda device 0: NVIDIA H100 ..., bf16 compute"
+  virtual std::string describe() const = 0;
+  // The compute stream (cudaStream_t) for communication libraries; nullptr on cpu.
+  virtual void* stream() const { return nullptr; }
+
+  // ---- memory (bytes) ---------------------------------------------------------------------
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // host (n) fp32 = act (n) converted from the activation dtype (logits for eval/generate).
+  virtual void act_to_host_f32(float* host_dst, const void* act, size_t n) = 0;
+
+  // ---- precision ----------------------------------------------------------------------------
+  // True when compute weights are a separate low-precision copy of the fp32 parameters.
+  bool lowp() const { return act_dtype() != DType::F32; }
+  // cw (n) = f32 (n) rounded to the activation dtype (refresh of the compute weights).
+  virtual void cast_to_act(void* dst, const float* src, size_t n) = 0;
+
+  // ---- model kernels (contracts of the cpu twins in kernels/) -------------------------------
+  // out (B*T, C) = wte rows of the shard's tokens + wpe (nullable) rows of positions.
+  virtual void embedding_forward(void* out, const int32_t* tokens, const void* wte,
+                                 const void* wpe, int B, int T, int C, int vstart, int Vl) = 0;
+  // dwte (Vl, C) += , dwpe (>= T, C) += (nullable).
+  virtual void embedding_backward(float* dwte, float* dwpe, const void* dout,
+                                  const int32_t* tokens, int B, int T, int C, int vstart,
+                                  int Vl) = 0;
+  virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
+                                 const void* w, const void* b, int N, int C) = 0;
+  // dinp, dw, db accumulate.
+  virtual void layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
+                                  const void* inp, const void* w, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+  // out (N, OC) = inp (N, IC) @ w (IC, OC) + bias (OC, nullable).
+  virtual void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N,
+                              int IC, int OC) = 0;
+  // dinp (N, IC) = dout @ w^T (overwritten, skipped when nullptr); dw += ; dbias += (nullable).
+  virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
+                               const void* inp, const void* w, int N, int IC, int OC) = 0;
+  // What the attention forward keeps for its backward, in floats: the (B, NH, T, T)
+  // probabilities on cpu, the (B, NH, T) row log-sum-exp on cuda (flash style).
+  virtual size_t attention_saved_floats(int B, int NH, int T) const = 0;
+  // Floats of attention_backward's scratch.
+  virtual size_t attention_scratch_floats(int B, int NH, int T) const = 0;
+  // True when the saved state is the (T, T) probabilities, i.e. recompute: selective pays.
+  virtual bool attention_saves_probabilities() const = 0;
+  // out (B, T, C) from qkv (B, T, 3C); fills saved.
+  virtual void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
+                                 int NH) = 0;
+  // dqkv (B, T, 3C) overwritten; out is the forward's output.
+  virtual void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
+                                  const void* out, const float* saved, int B, int T, int C,
+                                  int NH) = 0;
+  virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
+  // dinp may alias dout.
+  virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
+  // out (N, C) = resid + (partial + bias (C)): the row-parallel projection's epilogue.
+  virtual void bias_residual(void* out, const void* resid, const void* partial, const void* bias,
+                             int N, int C) = 0;
+
+  // Classifier + softmax cross-entropy over this rank's vocab shard [vstart, vstart + Vl)
+  // (ids >= V are padding), as kernels/classifier.h: logits (N, Vl) = x (N, C) @ W (Vl, C)^T;
+  // with targets (nullable) also maxv (N) and sums (N, 2) relative to the shard's max.
+  virtual size_t classifier_work_floats(int N, int Vl) const = 0;
+  virtual void classifier_forward(void* logits, float* maxv, float* sums, float* work,
+                                  const void* x, const void* W, const int32_t* targets, int N,
+                                  int C, int Vl, int vstart, int V) = 0;
+  virtual void ce_rescale_sums(float* sums, const float* local_max, const float* global_max,
+                               int N) = 0;
+  virtual void ce_loss(float* losses, const float* maxv, const float* sums, int N) = 0;
+  // logits become dlogits in place; dW (Vl, C) += dlogits^T x; dx (N, C) = dlogits W.
+  virtual void classifier_backward(void* dx, float* dW, void* logits, const float* maxv,
+                                   const float* sums, const int32_t* targets, float dloss,
+                                   const void* x, const void* W, int N, int C, int Vl, int vstart,
+                                   int V) = 0;
+
+  // ---- optimizer (fp32 flat buffers) -----------------------------------------------------
+  // AdamW on n elements; param_act (nullable) receives the updated weights in the act dtype.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                            const cpu::AdamWParams& p, void* param_act) = 0;
+  // Accumulates sum(x^2) in double into the backend's accumulator; take() returns and resets it
+  // (one synchronization per step, not one per tensor).
+  virtual void sum_squares_acc(const float* x, size_t n) = 0;
+  virtual double sum_squares_take() = 0;
+  virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
+};
+
+// The process-wide cpu backend (fp32), the default of everything built without a backend.
+Backend& cpu_backend();
+std::unique_ptr<Backend> make_cpu_backend();
+#ifdef LOOM_HAVE_CUDA
+// src/backend/cuda_backend.cpp: compute in `act` (F32, BF16 or F16) on GPU `gpu`.
+std::unique_ptr<Backend> make_cuda_backend(DType act, int gpu);
+#endif
+
+// The backend for `device` ("cpu" | "cuda") and compute dtype ("fp32" | "bf16" | "fp16"),
+// on GPU `gpu` (cuda). Throws UserError when cuda is unavailable (naming why) or the dtype is
+// not supported by the device.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype,
+                                      int gpu = 0);
+
+}  // namespace loom

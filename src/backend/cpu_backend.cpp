@@ -1,0 +1,154 @@
+// The cpu backend: fp32 host memory and the cpu kernels of kernels/ (the numerical reference).
+#include <cstring>
+
+#include "backend/backend.h"
+#include "core/check.h"
+#include "kernels/attention.h"
+#include "kernels/classifier.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/global_norm.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+
+namespace loom {
+namespace {
+
+float* F(void* p) { return static_cast<float*>(p); }
+const float* F(const void* p) { return static_cast<const float*>(p); }
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::CPU; }
+  DType act_dtype() const override { return DType::F32; }
+  std::string describe() const override { return "cpu (fp32)"; }
+
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void from_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes) std::memset(dst, 0, bytes);
+  }
+  void synchronize() override {}
+  void act_to_host_f32(float* dst, const void* act, size_t n) override {
+    copy(dst, act, n * sizeof(float));
+  }
+  void cast_to_act(void* dst, const float* src, size_t n) override {
+    if (dst != src) copy(dst, src, n * sizeof(float));
+  }
+
+  void embedding_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B,
+                         int T, int C, int vstart, int Vl) override {
+    cpu::embedding_forward(F(out), tokens, F(wte), F(wpe), B, T, C, vstart, Vl);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                          int B, int T, int C, int vstart, int Vl) override {
+    cpu::embedding_backward(dwte, dwpe, F(dout), tokens, B, T, C, vstart, Vl);
+  }
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
+                         const void* b, int N, int C) override {
+    cpu::layernorm_forward(F(out), mean, rstd, F(inp), F(w), F(b), N, C);
+  }
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                          const void* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    cpu::layernorm_backward(F(dinp), dw, db, F(dout), F(inp), F(w), mean, rstd, N, C);
+  }
+  void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int IC,
+                      int OC) override {
+    cpu::matmul_forward(F(out), F(inp), F(w), F(bias), N, IC, OC);
+  }
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                       const void* w, int N, int IC, int OC) override {
+    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), F(w), N, IC, OC);
+  }
+  size_t attention_saved_floats(int B, int NH, int T) const override {
+    return size_t(B) * NH * T * T;
+  }
+  size_t attention_scratch_floats(int B, int NH, int T) const override {
+    return size_t(B) * NH * T * T;
+  }
+  bool attention_saves_probabilities() const override { return true; }
+  void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
+                         int NH) override {
+    cpu::attention_forward(F(out), saved, F(qkv), B, T, C, NH);
+  }
+  void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
+                          const void* /*out*/, const float* saved, int B, int T, int C,
+                          int NH) override {
+    cpu::attention_backward(F(dqkv), scratch, F(dout), F(qkv), saved, B, T, C, NH);
+  }
+  void gelu_forward(void* out, const void* inp, size_t n) override {
+    cpu::gelu_forward(F(out), F(inp), n);
+  }
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+    cpu::gelu_backward(F(dinp), F(inp), F(dout), n);
+  }
+  void bias_residual(void* out, const void* resid, const void* partial, const void* bias, int N,
+                     int C) override {
+    float* o = F(out);
+    const float *r = F(resid), *p = F(partial), *b = F(bias);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      const size_t row = size_t(n) * C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) o[row + c] = r[row + c] + (p[row + c] + b[c]);
+    }
+  }
+
+  size_t classifier_work_floats(int N, int Vl) const override {
+    return cpu::classifier_work_floats(N, Vl);
+  }
+  void classifier_forward(void* logits, float* maxv, float* sums, float* work, const void* x,
+                          const void* W, const int32_t* targets, int N, int C, int Vl, int vstart,
+                          int V) override {
+    cpu::classifier_forward(F(logits), maxv, sums, work, F(x), F(W), targets, N, C, Vl, vstart,
+                            V);
+  }
+  void ce_rescale_sums(float* sums, const float* local_max, const float* global_max,
+                       int N) override {
+    cpu::ce_rescale_sums(sums, local_max, global_max, N);
+  }
+  void ce_loss(float* losses, const float* maxv, const float* sums, int N) override {
+    cpu::ce_loss(losses, maxv, sums, N);
+  }
+  void classifier_backward(void* dx, float* dW, void* logits, const float* maxv, const float* sums,
+                           const int32_t* targets, float dloss, const void* x, const void* W,
+                           int N, int C, int Vl, int vstart, int V) override {
+    cpu::classifier_backward(F(dx), dW, F(logits), maxv, sums, targets, dloss, F(x), F(W), N, C,
+                             Vl, vstart, V);
+  }
+
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                    const cpu::AdamWParams& p, void* param_act) override {
+    LOOM_CHECK(param_act == nullptr || param_act == param, "cpu backend computes in fp32");
+    cpu::adamw_update(param, grad, m, v, n, p);
+  }
+  void sum_squares_acc(const float* x, size_t n) override { sq_ += cpu::sum_squares(x, n); }
+  double sum_squares_take() override {
+    const double s = sq_;
+    sq_ = 0;
+    return s;
+  }
+  void add_inplace(float* acc, const float* x, size_t n) override {
+    cpu::add_inplace(acc, x, n);
+  }
+
+ private:
+  double sq_ = 0;
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace loom
