@@ -71,7 +71,9 @@ void Buffer::zero() {
   if (!data_) return;
 #ifdef LOOM_HAVE_CUDA
   if (device_ == Device::CUDA) {
-    const cudaError_t err = cudaMemset(data_, 0, bytes_);
+    // Start-up only (kernels use the backend's stream): complete before anything else runs.
+    cudaError_t err = cudaMemset(data_, 0, bytes_);
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
     LOOM_CHECK(err == cudaSuccess, "cudaMemset of ", bytes_, " bytes: ", cudaGetErrorString(err));
     return;
   }

@@ -1,12 +1,15 @@
 // GPTStage: the part of a GPT-2 model that one rank runs (its pipeline stage, its TP shard):
-// parameters and gradients as flat buffers, activation slots for in-flight micro-batches
-// (allocated once), and explicit forward/backward of one micro-batch.
+// parameters and gradients as flat fp32 buffers, activation slots for in-flight micro-batches
+// (allocated once), and explicit forward/backward of one micro-batch, on one Backend's device.
+// With a low-precision act dtype (cuda bf16/fp16) the kernels read a copy of the parameters in
+// that dtype (the compute weights), refreshed from the fp32 master weights after each update.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/buffer.h"
 #include "model/block.h"
 #include "model/param_layout.h"
@@ -43,11 +46,15 @@ class GPTStage {
  public:
   // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once;
   // param_capacity >= layout.total(): the flat parameter buffer is padded to it (ZeRO shards).
+  // be: the device and kernels (nullptr: the cpu backend); every buffer lives on its device.
   GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
            ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {},
-           ParamHooks param_hooks = {}, Recompute recompute = Recompute::None);
+           ParamHooks param_hooks = {}, Recompute recompute = Recompute::None,
+           Backend* be = nullptr);
 
+  Backend& backend() const { return be_; }
   const ParamLayout& layout() const { return layout_; }
+  // fp32 master parameters and gradients (device memory of the backend).
   float* params() { return params_.data ? params_.f32() : nullptr; }  // default placement only
   float* grads() { return grads_.data ? grads_.f32() : nullptr; }  // default placement only
   size_t num_params() const { return layout_.total(); }
@@ -56,40 +63,51 @@ class GPTStage {
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t param_bytes() const { return params_buf_.bytes(); }
   size_t grad_bytes() const { return grads_buf_.bytes(); }  // 0 with custom placement
+  size_t compute_weight_bytes() const { return cw_buf_.bytes(); }  // 0 unless low precision
+  // Re-derives the compute weights from the fp32 parameters (after init, load and every
+  // optimizer step); nothing to do when the kernels read the fp32 parameters themselves.
+  void refresh_compute_weights();
 
-  // (N, C) input of the stage for `slot`: the caller fills it before forward on stages > 0.
-  float* input(int slot) { return slots_[size_t(slot)].xs.front(); }
+  // (N, C) input of the stage for `slot` (act dtype): filled by the caller before forward on
+  // stages > 0.
+  void* input(int slot) { return slots_[size_t(slot)].xs.front(); }
   // (N, C) output of the stage for `slot` after forward (stages < last).
-  float* output(int slot) { return slots_[size_t(slot)].xs.back(); }
+  void* output(int slot) { return slots_[size_t(slot)].xs.back(); }
 
-  // Forward of one micro-batch. First stage: tokens (N) are embedded; others read input(slot).
+  // Forward of one micro-batch. tokens and targets are host arrays (copied to the device).
+  // First stage: tokens (N) are embedded; others read input(slot).
   // Last stage: computes the logits; with targets (N) also the loss, whose sum is added to
   // loss_sum(); with dloss > 0 it already back-propagates through the head with that per-token
   // loss weight (training), so only the head's input gradient is kept, never the logits.
   // With dloss == 0 (eval) or no targets (generation) the logits stay readable in logits().
   void forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss);
-  // (N, Vl) this rank's vocab shard of the last forward's logits (last stage, dloss == 0).
-  const float* logits() const { return logits_; }
+  // host (N, Vl) fp32 = this rank's vocab shard of the last forward's logits (last stage,
+  // dloss == 0).
+  void logits_to_host(float* out) const;
 
   // Backward of one micro-batch. dout (N, C) is the gradient of the stage output (ignored on
   // the last stage, which kept its own). dinput (N, C) receives the gradient of the stage input
-  // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings).
-  void backward(int slot, const float* dout, float* dinput);
+  // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings). Both in
+  // the act dtype on the backend's device.
+  void backward(int slot, const void* dout, void* dinput);
 
   double loss_sum() const { return loss_sum_; }
   void reset_loss() { loss_sum_ = 0; }
-  void zero_grads() { grads_buf_.zero(); }  // default placement (hooks zero their own)
+  void zero_grads() { be_.zero(grads_buf_.data(), grads_buf_.bytes()); }  // default placement
 
  private:
   struct Slot {
-    std::vector<float*> xs;         // L+1 (N, C): input of layer l, xs[L] the stage output
+    std::vector<void*> xs;          // L+1 (N, C): input of layer l, xs[L] the stage output
     std::vector<BlockActs> layers;  // L
     int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
-    float* dfinal = nullptr;        // (N, C) last stage: gradient of xs[L]
+    void* dfinal = nullptr;         // (N, C) last stage: gradient of xs[L]
   };
-  BlockWeights weights_at(const std::function<float*(const ParamSpec&)>& at, int layer) const;
+  BlockWeights weights_at(int layer) const;
+  BlockGrads grads_at(int layer) const;
   float* grad(const std::string& name) const { return hooks_.where(layout_.get(name)); }
-  float* param(const std::string& name) const { return phooks_.where(layout_.get(name)); }
+  // The kernels' copy of a tensor: the fp32 parameter, or its act-dtype compute weight.
+  const void* cw(const ParamSpec& p) const;
+  const void* cw(const std::string& name) const { return cw(layout_.get(name)); }
   void gather(int layer) { if (phooks_.gather) phooks_.gather(layer); }
   void release(int layer) { if (phooks_.release) phooks_.release(layer); }
   void head(Slot& s, const int32_t* targets, float dloss);
@@ -98,23 +116,30 @@ class GPTStage {
   const ModelConfig m_;
   const ParamLayout layout_;
   ParallelCtx& pc_;
+  Backend& be_;
+  ActFormat fmt_;
   BlockDims dims_;
   GradHooks hooks_;
   ParamHooks phooks_;
   Recompute recompute_;
-  float* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
+  void* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
+  Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)
   Tensor params_, grads_;
-  std::vector<BlockWeights> w_, g_;
+  std::vector<BlockWeights> w_;
+  std::vector<BlockGrads> g_;
   Arena acts_, scratch_;
   std::vector<Slot> slots_;
   BlockScratch bs_;
-  // Head scratch (last stage) and backward ping-pong buffers.
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr;
-  float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr, *dlnf_ = nullptr;
+  // Head scratch (last stage) and backward ping-pong buffers (act dtype unless float*).
+  void *lnf_ = nullptr, *dlnf_ = nullptr, *logits_ = nullptr;  // (N, C), (N, C), (N, Vl)
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;             // (N), (N)
+  float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr;  // (N), (N, 2), (N)
   float* lmax_ = nullptr;      // (N) this TP rank's row max, before the MAX all-reduce
   float* cls_work_ = nullptr;  // classifier_work_floats(N, Vl): per-chunk softmax statistics
-  float *dbuf_[2] = {nullptr, nullptr};
+  int32_t* targets_ = nullptr;  // (N) device copy of the targets (cuda; cpu reads the host's)
+  void* dbuf_[2] = {nullptr, nullptr};
+  std::vector<float> losses_host_;  // (N)
   double loss_sum_ = 0;
 };
 

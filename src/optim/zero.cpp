@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/adamw.h"
-#include "kernels/global_norm.h"
 
 namespace loom {
 
@@ -21,21 +19,23 @@ ShardRange zero_shard(size_t total, int dp, int rank) {
   return {std::min(total, size_t(rank) * s), std::min(total, size_t(rank + 1) * s)};
 }
 
-ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc)
-    : layout_(layout), cfg_(cfg.optimizer), pc_(pc), stage_(cfg.optimizer.zero_stage),
-      dp_(pc.dp.size()) {
+ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
+                             Backend* be)
+    : layout_(layout), cfg_(cfg.optimizer), pc_(pc), be_(be ? *be : cpu_backend()),
+      stage_(cfg.optimizer.zero_stage), dp_(pc.dp.size()) {
+  const Device dev = be_.device();
   tied_across_stages_ = cfg.model.tie_embeddings && pc.grid.size(Axis::PP) > 1;
   shard_size_ = zero_shard_size(layout.total(), dp_);
   shard_ = stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
   const size_t state = shard_.hi - shard_.lo;
-  m_ = Buffer(state * sizeof(float), Device::CPU);
-  v_ = Buffer(state * sizeof(float), Device::CPU);
+  m_ = Buffer(state * sizeof(float), dev);
+  v_ = Buffer(state * sizeof(float), dev);
   m_.zero();
   v_.zero();
   if (stage_ < 2) return;
 
   // Stage 2: the reduced gradient shard, a staging buffer for one layer, one for the rest.
-  grad_shard_ = Buffer(shard_size_ * sizeof(float), Device::CPU);
+  grad_shard_ = Buffer(shard_size_ * sizeof(float), dev);
   std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
   size_t other = 0;
   for (const ParamSpec& p : layout.params()) {
@@ -53,13 +53,13 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
     layer_end_.push_back(r.second);
     widest = std::max(widest, r.second - r.first);
   }
-  layer_stage_ = Buffer(widest * sizeof(float), Device::CPU);
-  other_stage_ = Buffer(other * sizeof(float), Device::CPU);
+  layer_stage_ = Buffer(widest * sizeof(float), dev);
+  other_stage_ = Buffer(other * sizeof(float), dev);
   if (stage_ == 3) {
-    param_shard_ = Buffer(shard_size_ * sizeof(float), Device::CPU);
+    param_shard_ = Buffer(shard_size_ * sizeof(float), dev);
     param_shard_.zero();
-    layer_work_ = Buffer(widest * sizeof(float), Device::CPU);
-    other_work_ = Buffer(other * sizeof(float), Device::CPU);
+    layer_work_ = Buffer(widest * sizeof(float), dev);
+    other_work_ = Buffer(other * sizeof(float), dev);
   }
 }
 
@@ -110,18 +110,22 @@ void ZeroOptimizer::gather_range(size_t begin, size_t end, float* out) {
 
 void ZeroOptimizer::set_full_params(const float* full) {
   if (stage_ < 3) {
-    std::copy(full, full + layout_.total(), model_->params());
+    be_.from_host(model_->params(), full, layout_.total() * sizeof(float));
+    model_->refresh_compute_weights();
     return;
   }
-  std::copy(full + shard_.lo, full + shard_.hi, static_cast<float*>(param_shard_.data()));
+  be_.from_host(param_shard_.data(), full + shard_.lo, (shard_.hi - shard_.lo) * sizeof(float));
 }
 
 void ZeroOptimizer::get_full_params(float* full) {
   if (stage_ < 3) {
-    std::copy(model_->params(), model_->params() + layout_.total(), full);
+    be_.to_host(full, model_->params(), layout_.total() * sizeof(float));
     return;
   }
-  gather_range(0, layout_.total(), full);
+  if (be_.device() == Device::CPU) return gather_range(0, layout_.total(), full);
+  Buffer dev_full(layout_.total() * sizeof(float), be_.device());  // checkpoint/export only
+  gather_range(0, layout_.total(), static_cast<float*>(dev_full.data()));
+  be_.to_host(full, dev_full.data(), dev_full.bytes());
 }
 
 GradHooks ZeroOptimizer::grad_hooks() {
@@ -138,14 +142,14 @@ GradHooks ZeroOptimizer::grad_hooks() {
     size_t l = size_t(layer - first_layer);
     float* data = static_cast<float*>(layer_stage_.data());
     reduce_to_owners(layer_begin_[l], layer_end_[l], data);
-    std::fill(data, data + (layer_end_[l] - layer_begin_[l]), 0.0f);
+    be_.zero(data, (layer_end_[l] - layer_begin_[l]) * sizeof(float));
   };
   h.backward_done = [this] {
     for (const ParamSpec& p : layout_.params()) {
       if (p.layer >= 0 || deferred(p)) continue;
       float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
       reduce_to_owners(p.offset, p.offset + p.numel(), data);
-      std::fill(data, data + p.numel(), 0.0f);
+      be_.zero(data, p.numel() * sizeof(float));
     }
   };
   return h;
@@ -162,9 +166,9 @@ void ZeroOptimizer::zero_grad() {
     model_->zero_grads();
     return;
   }
-  grad_shard_.zero();
-  layer_stage_.zero();
-  other_stage_.zero();
+  be_.zero(grad_shard_.data(), grad_shard_.bytes());
+  be_.zero(layer_stage_.data(), layer_stage_.bytes());
+  be_.zero(other_stage_.data(), other_stage_.bytes());
 }
 
 // Sums data (elements [begin, end) of the flat layout) over the DP group into the owners'
@@ -179,7 +183,7 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
     pc_.dp.reduce(piece, hi - lo, d);
     if (d == me) {
       float* dst = static_cast<float*>(grad_shard_.data()) + (lo - shard_.lo);
-      for (size_t i = 0; i < hi - lo; ++i) dst[i] += piece[i];
+      be_.add_inplace(dst, piece, hi - lo);
     }
   }
 }
@@ -203,19 +207,19 @@ double ZeroOptimizer::reduce_grads_and_norm() {
     float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(wte.offset);
     pc_.embed.all_reduce(data, wte.numel(), ReduceOp::Sum);
     reduce_to_owners(wte.offset, wte.offset + wte.numel(), data);
-    std::fill(data, data + wte.numel(), 0.0f);
+    be_.zero(data, wte.numel() * sizeof(float));
   }
   // Each element once: TP replicas and the tied copy by their owner (norm_owner), DP replicas
   // by the shard owner (stage 0: dp rank 0 holds the one "shard").
-  double sq = 0;
   if (stage_ > 0 || pc_.dp.rank() == 0) {
     const float* g = shard_grads();
     for (const ParamSpec& p : layout_.params()) {
       if (!p.norm_owner) continue;
       size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
-      if (lo < hi) sq += cpu::sum_squares(g + (lo - shard_.lo), hi - lo);
+      if (lo < hi) be_.sum_squares_acc(g + (lo - shard_.lo), hi - lo);
     }
   }
+  double sq = be_.sum_squares_take();
   pc_.world.all_reduce(&sq, 1, ReduceOp::Sum);
   return std::sqrt(sq);
 }
@@ -231,17 +235,19 @@ void ZeroOptimizer::step(double lr, float grad_scale, int step) {
                        p.decay ? float(cfg_.weight_decay) : 0.0f, step, grad_scale};
     size_t k = lo - shard_.lo;
     float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
-    cpu::adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, a);
+    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, a, nullptr);
   }
   if (stage_ == 1 || stage_ == 2) {
     float* mine = params + size_t(pc_.dp.rank()) * shard_size_;
     pc_.dp.all_gather(mine, params, shard_size_);
   }
+  if (stage_ < 3) model_->refresh_compute_weights();
 }
 
 MemoryReport ZeroOptimizer::memory() const {
   MemoryReport r;
-  r.params = stage_ == 3 ? param_shard_.bytes() : model_->param_bytes();
+  r.params = (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) +
+             model_->compute_weight_bytes();
   r.param_buckets = layer_work_.bytes() + other_work_.bytes();
   r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
   r.grad_buckets = layer_stage_.bytes() + other_stage_.bytes();

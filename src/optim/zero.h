@@ -34,14 +34,17 @@ struct MemoryReport {
 
 class ZeroOptimizer {
  public:
-  ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc);
+  // be: the device of every buffer and kernel (nullptr: the cpu backend); the model attached
+  // later must use the same one.
+  ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
+                Backend* be = nullptr);
 
   int stage() const { return stage_; }
   size_t param_capacity() const { return size_t(dp_) * shard_size_; }
   GradHooks grad_hooks();            // stages 2, 3 place gradients themselves; {} otherwise
   ParamHooks param_hooks();          // stage 3 places parameters itself; {} otherwise
   // Stage 3 keeps its parameters here; other stages in the model's flat buffer. Either way
-  // these two convert between that storage and a whole flat (layout.total()) copy.
+  // these two convert between that storage and a whole flat (layout.total()) host copy.
   void set_full_params(const float* full);   // this rank keeps its part (init, load)
   void get_full_params(float* full);         // collective over DP for stage 3
   const float* param_shard() const { return static_cast<const float*>(param_shard_.data()); }
@@ -52,7 +55,8 @@ class ZeroOptimizer {
   // element counted once.
   double reduce_grads_and_norm();
   // AdamW (torch arithmetic, decay only on >= 2-D tensors) on this rank's shard with gradients
-  // scaled by grad_scale, then (stages 1, 2) all-gather of the parameters.
+  // scaled by grad_scale, then (stages 1, 2) all-gather of the parameters and the refresh of
+  // the model's compute weights.
   void step(double lr, float grad_scale, int step);
   MemoryReport memory() const;
   ShardRange shard() const { return shard_; }  // the range whose moments this rank holds
@@ -68,6 +72,7 @@ class ZeroOptimizer {
   const ParamLayout& layout_;
   OptimizerConfig cfg_;
   ParallelCtx& pc_;
+  Backend& be_;
   int stage_, dp_;
   bool tied_across_stages_;
   size_t shard_size_;

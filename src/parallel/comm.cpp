@@ -94,6 +94,7 @@ void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
     bytes_ += n * dtype_size(t);
     return;
   }
+  if (size_ == 1) return;
   LOOM_CHECK(t == DType::F32, "comm '", name_, "': host all_reduce of ", dtype_name(t));
   all_reduce(static_cast<float*>(x), n, op);
 }
@@ -240,7 +241,10 @@ void Comm::wait_sends() {
 }
 
 void Comm::wait(MPI_Request* req) {
-  if (*req == MPI_REQUEST_NULL) return;
+  if (*req == MPI_REQUEST_NULL) {
+    if (dev_) wait_sends();  // device sends return null requests
+    return;
+  }
   Blocked blocked(*this, "wait");
   LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
 }

@@ -74,7 +74,7 @@ class Comm {
   // receives are all satisfiable cannot deadlock.
   MPI_Request isend(const float* x, size_t n, int peer, int tag);
   void recv(float* x, size_t n, int peer, int tag);
-  void wait(MPI_Request* req);
+  void wait(MPI_Request* req);  // a null request: also waits for pending device sends
   // The same on buffers of dtype t (host fp32 through MPI, device buffers through the
   // DeviceComm, whose sends are waited for by wait_sends()).
   MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);

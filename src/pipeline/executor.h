@@ -41,6 +41,8 @@ class PipelineExecutor {
   ParallelCtx& pc_;
   Schedule schedule_;
   int microbatches_, num_slots_;
+  DType act_dtype_ = DType::F32;
+  size_t act_bytes_ = 0;  // one (N, C) activation
   Buffer dinput_buf_, dout_buf_;
   std::vector<int32_t> tokens_, targets_;
   std::vector<MPI_Request> act_req_, grad_req_;  // per slot
