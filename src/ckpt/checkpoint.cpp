@@ -46,13 +46,17 @@ json model_json(const ModelConfig& m) {
 
 // Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to DP rank 0 as the whole flat
 // buffer (stage 0: as is).
-std::vector<float> gather_moment(const float* shard, const ZeroOptimizer& opt, size_t total,
+std::vector<float> gather_moment(const float* shard, ZeroOptimizer& opt, size_t total,
                                  ParallelCtx& pc) {
-  const ShardRange r = opt.shard();
-  if (opt.stage() == 0) return std::vector<float>(shard, shard + total);
+  const ShardRange r = opt.shard();  // shard: backend (device) memory
+  if (opt.stage() == 0) {
+    std::vector<float> all(total);
+    opt.backend().to_host(all.data(), shard, total * sizeof(float));
+    return all;
+  }
   const size_t S = zero_shard_size(total, pc.dp.size());
   std::vector<float> mine(S, 0.0f);
-  std::copy(shard, shard + (r.hi - r.lo), mine.begin());
+  opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
   std::vector<float> all(pc.dp.rank() == 0 ? S * size_t(pc.dp.size()) : 0);
   LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
   LOOM_MPI(MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0,
@@ -156,7 +160,7 @@ json read_meta(const std::string& dir) {
 
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                             const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
-                            ParallelCtx& pc) {
+                            ParallelCtx& pc, const TrainerState& state) {
   Stopwatch sw;
   const fs::path root = cfg.checkpoint_dir();
   const fs::path final_dir = root / step_name(step);
@@ -173,7 +177,11 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   std::vector<float> v = gather_moment(opt.v(), opt, total, pc);
   std::vector<float> p3;  // ZeRO-3 keeps parameters sharded too: gather them the same way
   if (opt.stage() == 3) p3 = gather_moment(opt.param_shard(), opt, total, pc);
-  const float* params = opt.stage() == 3 ? p3.data() : model.params();
+  else if (pc.coord.dp == 0) {
+    p3.resize(total);
+    model.backend().to_host(p3.data(), model.params(), total * sizeof(float));
+  }
+  const float* params = p3.data();
   json mine = json::object();
   collectively([&] {
     if (pc.coord.dp != 0) return;
@@ -201,6 +209,10 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
     json meta = {{"format", kFormat},
                  {"step", step},
                  {"consumed_samples", consumed_samples},
+                 {"trainer_state",
+                  {{"loss_scale", state.loss_scale},
+                   {"loss_scale_clean", state.loss_scale_clean},
+                   {"skipped_steps", state.skipped_steps}}},
                  {"seed", cfg.train.seed},
                  {"model", model_json(cfg.model)},
                  {"layout",
@@ -251,7 +263,13 @@ ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) 
                           bytes, " bytes, expected ", f["bytes"].get<uint64_t>(),
                           "): corrupted or truncated"));
   }
-  return {dir, meta["step"].get<int>(), meta["consumed_samples"].get<int64_t>()};
+  ResumePoint rp{dir, meta["step"].get<int>(), meta["consumed_samples"].get<int64_t>(), {}};
+  if (meta.contains("trainer_state")) {  // absent in checkpoints of earlier versions
+    const json& t = meta["trainer_state"];
+    rp.state = {t.value("loss_scale", 0.0), t.value("loss_scale_clean", 0),
+                t.value("skipped_steps", 0)};
+  }
+  return rp;
 }
 
 std::string resolve_checkpoint_dir(const std::string& path) {
@@ -292,6 +310,7 @@ ResumePoint find_resume(const Config& cfg, ParallelCtx& pc) {
   broadcast_string(rp.dir, pc);
   pc.world.broadcast(&rp.step, sizeof rp.step, 0);
   pc.world.broadcast(&rp.consumed_samples, sizeof rp.consumed_samples, 0);
+  pc.world.broadcast(&rp.state, sizeof rp.state, 0);
   return rp;
 }
 
@@ -347,8 +366,8 @@ void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOpti
   read_checkpoint_tensors(dir, layout, p.data(), m.data(), v.data());
   opt.set_full_params(p.data());
   const ShardRange r = opt.shard();
-  std::copy(m.begin() + long(r.lo), m.begin() + long(r.hi), opt.m());
-  std::copy(v.begin() + long(r.lo), v.begin() + long(r.hi), opt.v());
+  opt.backend().from_host(opt.m(), m.data() + r.lo, (r.hi - r.lo) * sizeof(float));
+  opt.backend().from_host(opt.v(), v.data() + r.lo, (r.hi - r.lo) * sizeof(float));
 }
 
 Config checkpoint_config(const std::string& dir) {

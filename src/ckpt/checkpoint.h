@@ -19,10 +19,19 @@
 
 namespace loom {
 
+// Trainer scalars beyond the step: the loss scaler (0: none) and the steps skipped on
+// gradient overflow (AdamW's bias correction counts applied updates only).
+struct TrainerState {
+  double loss_scale = 0;
+  int loss_scale_clean = 0;
+  int skipped_steps = 0;
+};
+
 struct ResumePoint {
   std::string dir;  // step directory; empty: start fresh
   int step = 0;     // optimizer steps done
   int64_t consumed_samples = 0;
+  TrainerState state;
 };
 
 // Writes the checkpoint of `step` (consumed_samples sequences so far) under
@@ -30,7 +39,7 @@ struct ResumePoint {
 // Returns the step directory.
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                             const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
-                            ParallelCtx& pc);
+                            ParallelCtx& pc, const TrainerState& state = {});
 
 // What cfg.checkpoint.resume asks for: "none" -> nothing; "auto" -> the newest step directory
 // under cfg.checkpoint_dir() whose meta.json parses, matches the model and whose files pass

@@ -53,6 +53,12 @@ struct TrainConfig {
   int eval_iters = 10;
   std::string recompute = "none"; // none | selective | full
   std::string dtype = "fp32";     // fp32 | bf16 | fp16
+  // Loss scaling: auto (dynamic for fp16, none otherwise) | dynamic | none | a positive
+  // number (static). Dynamic starts at initial_loss_scale, halves on overflow (the step is
+  // skipped) and doubles after loss_scale_window clean steps.
+  std::string loss_scale = "auto";
+  double initial_loss_scale = 65536.0;
+  int loss_scale_window = 2000;
 };
 
 struct OptimizerConfig {

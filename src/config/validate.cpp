@@ -1,4 +1,5 @@
 // validate(): each problem with a Config's values as one line naming the key, the value and a fix.
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -197,9 +198,18 @@ void check_train(const Config& cfg, long long dp, Checker& c) {
       cfg.device == "cpu")
     c.add(str("train.dtype: ", t.dtype,
               " needs device: cuda; set train.dtype: fp32 or device: cuda"));
+  if (t.loss_scale != "auto" && t.loss_scale != "dynamic" && t.loss_scale != "none") {
+    char* end = nullptr;
+    const double v = std::strtod(t.loss_scale.c_str(), &end);
+    if (end == t.loss_scale.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+      c.add(str("train.loss_scale: '", t.loss_scale,
+                "' is not auto, dynamic, none or a positive number; e.g. auto"));
+  }
+  c.positive("train.initial_loss_scale", t.initial_loss_scale, "e.g. 65536");
+  c.at_least("train.loss_scale_window", t.loss_scale_window, 1, "clean steps before the scale doubles, e.g. 2000");
 }
 
-void check_optimizer(const OptimizerConfig& o, Checker& c) {
+void check_optimizer(const OptimizerConfig& o, const std::string& dtype, Checker& c) {
   c.positive("optimizer.lr", o.lr, "set a positive peak learning rate, e.g. 6e-4");
   if (o.lr > 0 && !(o.min_lr >= 0 && o.min_lr <= o.lr))
     c.add(str("optimizer.min_lr: ", format_double(o.min_lr), " must be between 0 and optimizer.lr=",
@@ -213,6 +223,9 @@ void check_optimizer(const OptimizerConfig& o, Checker& c) {
     c.add(str("optimizer.beta2: ", format_double(o.beta2), " must be in [0, 1); e.g. 0.95"));
   c.positive("optimizer.eps", o.eps, "e.g. 1e-8");
   c.non_negative("optimizer.weight_decay", o.weight_decay, "e.g. 0.1, or 0 to disable");
+  if (o.zero_stage == 3 && dtype != "fp32")
+    c.add(str("optimizer.zero_stage: 3 with train.dtype: ", dtype,
+              " is not supported yet; use zero_stage 2 or train.dtype: fp32"));
   if (o.zero_stage < 0 || o.zero_stage > 3)
     c.add(str("optimizer.zero_stage: ", o.zero_stage, " is not valid; choose one of 0, 1, 2, 3"));
   else if (o.zero_stage > kMaxSupportedZeroStage)
@@ -302,6 +315,12 @@ void check_checkpoint(const CheckpointConfig& k, Checker& c) {
   }
 }
 
+#ifdef LOOM_HAVE_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
 // Keys that parse but whose feature has not landed yet: rejected with one clear line each, in
 // this one place, so enabling a feature means deleting its check here.
 void check_not_yet_implemented(const Config& cfg, Checker& c) {
@@ -309,8 +328,9 @@ void check_not_yet_implemented(const Config& cfg, Checker& c) {
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
               " needs validation data; set data.valid or data.split, or eval_interval: 0"));
   if (cfg.log.tensorboard) c.add("log.tensorboard: true is not supported yet; set false");
-  if (cfg.device == "cuda")
-    c.add("device: cuda is not supported yet (the CUDA backend has not landed); use device: cpu");
+  if (cfg.device == "cuda" && !kBuiltWithCuda)
+    c.add("device: cuda, but this loom was built without CUDA (LOOM_CUDA=OFF or no nvcc at "
+          "build time); rebuild with ./scripts/build.sh -DLOOM_CUDA=ON, or use device: cpu");
 }
 
 }  // namespace
@@ -321,7 +341,7 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   check_model(cfg.model, c);
   const long long dp = check_parallel(cfg, world_size, c);
   check_train(cfg, dp, c);
-  check_optimizer(cfg.optimizer, c);
+  check_optimizer(cfg.optimizer, cfg.train.dtype, c);
   check_data(cfg, c);
   check_tokenizer(cfg, c);
   check_checkpoint(cfg.checkpoint, c);

@@ -27,6 +27,14 @@ bool LossScaler::update(bool overflow) {
   return true;
 }
 
+void LossScaler::restore(float scale, int clean_steps, int skipped) {
+  LOOM_CHECK(scale > 0 && clean_steps >= 0 && skipped >= 0, "loss scaler state ", scale, ", ",
+             clean_steps, ", ", skipped);
+  scale_ = scale;
+  clean_ = clean_steps;
+  skipped_ = skipped;
+}
+
 bool has_nonfinite(const float* x, size_t n) {
   bool bad = false;
 #pragma omp parallel for reduction(|| : bad) schedule(static)

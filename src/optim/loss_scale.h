@@ -15,6 +15,9 @@ class LossScaler {
   // optimizer step should be applied, and updates the scale for the next step.
   bool update(bool overflow);
   int skipped() const { return skipped_; }
+  int clean_steps() const { return clean_; }  // clean steps in a row since the last change
+  // State of a checkpoint (resume continues exactly).
+  void restore(float scale, int clean_steps, int skipped);
 
  private:
   float scale_, growth_, backoff_;

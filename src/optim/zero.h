@@ -40,6 +40,7 @@ class ZeroOptimizer {
                 Backend* be = nullptr);
 
   int stage() const { return stage_; }
+  Backend& backend() const { return be_; }
   size_t param_capacity() const { return size_t(dp_) * shard_size_; }
   GradHooks grad_hooks();            // stages 2, 3 place gradients themselves; {} otherwise
   ParamHooks param_hooks();          // stage 3 places parameters itself; {} otherwise
@@ -47,6 +48,7 @@ class ZeroOptimizer {
   // these two convert between that storage and a whole flat (layout.total()) host copy.
   void set_full_params(const float* full);   // this rank keeps its part (init, load)
   void get_full_params(float* full);         // collective over DP for stage 3
+  // Stage 3's parameter shard (backend memory).
   const float* param_shard() const { return static_cast<const float*>(param_shard_.data()); }
   void attach(GPTStage& stage);      // before training
   void zero_grad();

@@ -21,6 +21,8 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
   else
     j["mfu"] = nullptr;
   j["mem_peak_bytes"] = m.mem_peak_bytes;
+  if (m.loss_scale > 0) j["loss_scale"] = m.loss_scale;
+  if (m.skipped) j["skipped"] = true;
   if (!m.time_ms.empty()) {
     nlohmann::ordered_json t;
     for (const auto& [k, v] : m.time_ms) t[k] = v;

@@ -18,6 +18,10 @@ struct TrainMetrics {
   double step_ms = 0, tokens_per_s = 0;
   double mfu = -1;     // fraction; < 0 (peak unknown) is written as null
   uint64_t mem_peak_bytes = 0;
+  // Optional, after the contract keys: "loss_scale" when loss scaling is on (> 0), and
+  // "skipped": true on a step whose overflowing gradients were not applied.
+  double loss_scale = 0;
+  bool skipped = false;
   // Optional per-step time breakdown of this rank (log.timers), written as "time": {...} after
   // the contract keys, in milliseconds: forward, backward, optimizer, tp_comm, pp_wait,
   // dp_comm, other (norm/loss reductions and everything else).

@@ -6,6 +6,7 @@
 #include <array>
 #include <csignal>
 #include <cmath>
+#include <cstdlib>
 
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
@@ -18,6 +19,17 @@
 
 namespace loom {
 
+namespace {
+// Fault injection for the loss-scaling tests: LOOM_FAULT_NAN_GRADS=3 (or "1,2,3") makes the
+// backward of those steps run on a NaN loss weight, as if every gradient had overflowed.
+bool fault_nan_grads(int step) {
+  const char* f = std::getenv("LOOM_FAULT_NAN_GRADS");
+  if (!f) return false;
+  const std::string list = std::string(",") + f + ",";
+  return list.find("," + std::to_string(step) + ",") != std::string::npos;
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid)
     : cfg_(cfg), pc_(pc), samples_(std::move(samples)), valid_(std::move(valid)) {
   const auto& par = cfg.parallel;
@@ -26,10 +38,18 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
   layout_ = std::make_unique<ParamLayout>(cfg.model, par.tp, pc.coord.tp, par.pp, pc.coord.pp,
                                           par.stage_layers);
   int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
-  opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc);
+  be_ = make_backend(cfg.device, cfg.train.dtype, pc.local_rank);
+  const std::string& ls = cfg.train.loss_scale;
+  if (ls == "dynamic" || (ls == "auto" && cfg.train.dtype == "fp16"))
+    dynamic_ = std::make_unique<LossScaler>(float(cfg.train.initial_loss_scale), 2.0f, 0.5f,
+                                            cfg.train.loss_scale_window);
+  else if (ls != "auto" && ls != "none")
+    static_scale_ = std::stof(ls);
+  opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc, be_.get());
   stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc,
                                       opt_->param_capacity(), opt_->grad_hooks(),
-                                      opt_->param_hooks(), parse_recompute(cfg.train.recompute));
+                                      opt_->param_hooks(), parse_recompute(cfg.train.recompute),
+                                      be_.get());
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
   exec_->set_timing(cfg.log.timers);
@@ -84,19 +104,32 @@ StepStats Trainer::train_step(int step) {
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
-  exec_->run(batch, 1.0f / float(int64_t(G) * T));
+  // The backward runs on the loss times the loss scale (a power of two unless set otherwise,
+  // so the scaling is exact until it overflows); the update divides it out again.
+  const float loss_scale = this->loss_scale();
+  const float dloss = fault_nan_grads(step) ? NAN : loss_scale / float(int64_t(G) * T);
+  exec_->run(batch, dloss);
 
   StepStats s;
   s.step = step;
-  s.grad_norm = opt_->reduce_grads_and_norm();
-  float scale = 1.0f;
-  if (cfg_.train.grad_clip > 0) {
+  s.loss_scale = dynamic_ || static_scale_ != 1.0f ? double(loss_scale) : 0.0;
+  s.grad_norm = opt_->reduce_grads_and_norm() / double(loss_scale);  // the same on every rank
+  // Inf/nan gradients are never applied: with dynamic scaling the scale drops and training
+  // goes on; otherwise the step is skipped with a warning (a diverging run shows it).
+  const bool overflow = !std::isfinite(s.grad_norm);
+  const bool apply = dynamic_ ? dynamic_->update(overflow) : !overflow;
+  if (overflow && !dynamic_)
+    warn("step ", step, ": the gradient norm is ", s.grad_norm, "; the update is skipped");
+  s.skipped = !apply;
+  skipped_ += s.skipped;
+  float grad_scale = 1.0f / loss_scale;
+  if (cfg_.train.grad_clip > 0 && apply) {
     double coef = cfg_.train.grad_clip / (s.grad_norm + 1e-6);
-    if (coef < 1.0) scale = float(coef);
+    if (coef < 1.0) grad_scale = float(coef) / loss_scale;
   }
   s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
   Stopwatch opt_sw;
-  opt_->step(s.lr, scale, step);
+  if (apply) opt_->step(s.lr, grad_scale, step - skipped_);
   const double opt_sw_ms = opt_sw.ms();
   timers_.add("optimizer", opt_sw_ms);
 
@@ -133,6 +166,8 @@ void Trainer::log_step(const StepStats& s) {
                                   pc_.world.size());
   m.mem_peak_bytes = peak_rss_bytes();
   m.time_ms = s.time_ms;
+  m.loss_scale = s.loss_scale;
+  m.skipped = s.skipped;
   metrics_.write(train_metrics_line(m));
   const double recent_ms = progress_.on_log(s.step, run_clock_.ms(), s.loss);
   StepLine l;
@@ -158,9 +193,12 @@ void Trainer::run() {
   int saved = start_step_, step = start_step_;
   while (step < cfg_.train.steps) {
     StepStats s = train_step(++step);
-    if (pc_.rank == 0 && (step % cfg_.train.log_interval == 0 || step == start_step_ + 1 ||
-                          step == cfg_.train.steps))
+    if (pc_.rank == 0 && (s.skipped || step % cfg_.train.log_interval == 0 ||
+                          step == start_step_ + 1 || step == cfg_.train.steps))
       log_step(s);
+    if (s.skipped && dynamic_)
+      info("step ", step, ": gradients overflowed at loss scale ", s.loss_scale,
+           "; update skipped, loss scale now ", dynamic_->scale());
     // A stop signal on any rank stops every rank after the same step, with a checkpoint.
     double stop = stop_signal();
     pc_.world.all_reduce(&stop, 1, ReduceOp::Max);
@@ -226,6 +264,9 @@ void Trainer::resume() {
   collectively([&] { load_checkpoint(rp.dir, *layout_, *opt_); }, pc_.world.mpi());
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
+  skipped_ = rp.state.skipped_steps;
+  if (dynamic_ && rp.state.loss_scale > 0)
+    dynamic_->restore(float(rp.state.loss_scale), rp.state.loss_scale_clean, skipped_);
   info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples,
        " samples consumed; loaded in ", int64_t(sw.ms()), " ms)");
 }
@@ -237,7 +278,10 @@ void Trainer::load(const std::string& dir) {
 
 void Trainer::save(int step) {
   int64_t consumed = base_samples_ + int64_t(step - start_step_) * cfg_.train.global_batch_size;
-  save_checkpoint(cfg_, step, consumed, *layout_, *stage_, *opt_, pc_);
+  TrainerState st;
+  st.skipped_steps = skipped_;
+  if (dynamic_) st.loss_scale = dynamic_->scale(), st.loss_scale_clean = dynamic_->clean_steps();
+  save_checkpoint(cfg_, step, consumed, *layout_, *stage_, *opt_, pc_, st);
 }
 
 void Trainer::print_memory() {

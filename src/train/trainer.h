@@ -9,6 +9,7 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "model/gpt_stage.h"
+#include "optim/loss_scale.h"
 #include "optim/zero.h"
 #include "parallel/parallel_ctx.h"
 #include "pipeline/executor.h"
@@ -21,8 +22,10 @@ namespace loom {
 struct StepStats {
   int step = 0;
   double loss = 0;       // mean CE of the step's global batch, before the update
-  double grad_norm = 0;  // global L2 norm before clipping
+  double grad_norm = 0;  // global L2 norm before clipping (unscaled; inf/nan on overflow)
   double lr = 0;
+  double loss_scale = 0;  // the scale this step's backward used (0: no loss scaling)
+  bool skipped = false;   // gradients overflowed: no update, the loss scale was lowered
   double step_ms = 0;
   std::vector<std::pair<std::string, double>> time_ms;  // breakdown (log.timers), this rank
 };
@@ -54,6 +57,9 @@ class Trainer {
   void run();                      // every step with logging and metrics
 
   GPTStage& stage() { return *stage_; }
+  Backend& backend() { return *be_; }
+  float loss_scale() const { return dynamic_ ? dynamic_->scale() : static_scale_; }
+  int skipped_steps() const { return skipped_; }
   // This rank's parameters as one flat copy (layout offsets), whatever the ZeRO stage.
   // Collective over DP with ZeRO-3.
   std::vector<float> full_params();
@@ -70,6 +76,13 @@ class Trainer {
   Config cfg_;
   ParallelCtx& pc_;
   int dp_, microbatches_;
+  std::unique_ptr<Backend> be_;  // before everything that holds its buffers
+  // Loss scaling (train.loss_scale): dynamic_ set for dynamic scaling; static_scale_ the fixed
+  // scale otherwise (1: none). skipped_ counts steps skipped on overflow (AdamW's bias
+  // correction counts applied updates).
+  std::unique_ptr<LossScaler> dynamic_;
+  float static_scale_ = 1.0f;
+  int skipped_ = 0;
   std::unique_ptr<ParamLayout> layout_;
   std::unique_ptr<GPTStage> stage_;
   std::unique_ptr<ZeroOptimizer> opt_;

@@ -244,7 +244,41 @@ TEST(ConfigValidate, Dtype) {
   c.train.dtype = "bf16";
   EXPECT_TRUE(reports(c, 1, {"train.dtype: bf16 needs device: cuda"}));
   c.device = "cuda";
-  EXPECT_TRUE(reports(c, 1, {"device: cuda is not supported yet"}));
+#ifdef LOOM_HAVE_CUDA
+  EXPECT_TRUE(loom::validate(c, 1).empty());
+#else
+  EXPECT_TRUE(reports(c, 1, {"device: cuda, but this loom was built without CUDA", "LOOM_CUDA=ON"}));
+#endif
+}
+
+TEST(ConfigValidate, LowPrecisionWithZero3) {
+  Config c = base();
+  c.device = "cuda";
+  c.train.dtype = "bf16";
+  c.optimizer.zero_stage = 3;
+  // One line names it (builds without CUDA add a second line about the build).
+  EXPECT_TRUE(reports(c, 1, {"optimizer.zero_stage: 3 with train.dtype: bf16", "not supported yet",
+                             "zero_stage 2"}));
+  c.train.dtype = "fp32";
+  EXPECT_FALSE(reports(c, 1, {"zero_stage: 3 with"}));
+}
+
+TEST(ConfigValidate, LossScale) {
+  Config c = base();
+  for (const char* ok : {"auto", "dynamic", "none", "1024", "0.5"}) {
+    c.train.loss_scale = ok;
+    EXPECT_TRUE(loom::validate(c, 1).empty()) << ok;
+  }
+  c.train.loss_scale = "dynamc";
+  EXPECT_TRUE(reports(c, 1, {"train.loss_scale: 'dynamc'", "auto, dynamic, none or a positive number"}));
+  c.train.loss_scale = "-4";
+  EXPECT_TRUE(reports(c, 1, {"train.loss_scale: '-4'"}));
+  c.train.loss_scale = "auto";
+  c.train.initial_loss_scale = 0;
+  EXPECT_TRUE(reports(c, 1, {"train.initial_loss_scale: 0"}));
+  c.train.initial_loss_scale = 8;
+  c.train.loss_scale_window = 0;
+  EXPECT_TRUE(reports(c, 1, {"train.loss_scale_window: 0 must be >= 1"}));
 }
 
 // Keys whose feature has not landed are rejected, one line each, naming the key and the fix.
