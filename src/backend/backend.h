@@ -34,6 +34,12 @@ class Backend {
   virtual std::string describe() const = 0;
   // The compute stream (cudaStream_t) for communication libraries; nullptr on cpu.
   virtual void* stream() const { return nullptr; }
+  // Free and total bytes of the device memory (cudaMemGetInfo); 0, 0 on cpu (not checked).
+  virtual void memory_info(size_t* free_bytes, size_t* total_bytes) const {
+    *free_bytes = *total_bytes = 0;
+  }
+  // The device's name for messages ("NVIDIA H100 80GB HBM3"); "cpu" on cpu.
+  virtual std::string device_name() const { return "cpu"; }
 
   // ---- memory (bytes) ---------------------------------------------------------------------
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device

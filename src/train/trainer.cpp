@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
+#include "train/device_fit.h"
 #include "train/flops.h"
 #include "train/signals.h"
 #include "train/startup.h"
@@ -39,6 +40,11 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
                                           par.stage_layers);
   int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
   be_ = make_backend(cfg.device, cfg.train.dtype, pc.local_rank);
+  if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
+    size_t free_b = 0, total_b = 0;
+    be_->memory_info(&free_b, &total_b);
+    check_device_fit(cfg, pc.grid, pc.rank, free_b, total_b, be_->device_name());
+  }
   const std::string& ls = cfg.train.loss_scale;
   if (ls == "dynamic" || (ls == "auto" && cfg.train.dtype == "fp16"))
     dynamic_ = std::make_unique<LossScaler>(float(cfg.train.initial_loss_scale), 2.0f, 0.5f,
