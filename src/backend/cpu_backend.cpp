@@ -4,6 +4,7 @@
 #include "backend/backend.h"
 #include "core/check.h"
 #include "kernels/attention.h"
+#include "kernels/bias_residual.h"
 #include "kernels/classifier.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
@@ -90,14 +91,7 @@ class CpuBackend final : public Backend {
   }
   void bias_residual(void* out, const void* resid, const void* partial, const void* bias, int N,
                      int C) override {
-    float* o = F(out);
-    const float *r = F(resid), *p = F(partial), *b = F(bias);
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n) {
-      const size_t row = size_t(n) * C;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) o[row + c] = r[row + c] + (p[row + c] + b[c]);
-    }
+    cpu::bias_residual(F(out), F(resid), F(partial), F(bias), N, C);
   }
 
   size_t classifier_work_floats(int N, int Vl) const override {

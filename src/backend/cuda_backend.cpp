@@ -1,0 +1,303 @@
+// The cuda backend: one GPU, one non-blocking stream, the cuda twins of kernels/ (fp32 or bf16).
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/check.h"
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/bias_residual.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_device.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/global_norm.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+
+namespace loom {
+namespace {
+
+using cuda::bf16;
+
+// Everything that differs between activation dtypes, in one place. fp16 is one more
+// specialization (cuda::f16 with its cast twins) and one case in make_cuda_backend; the kernels
+// are reached through overloads on the storage type.
+template <typename T>
+struct Act;
+
+template <>
+struct Act<float> {
+  static constexpr DType kDType = DType::F32;
+  static constexpr const char* kCompute = "fp32 compute";
+  // dst (n) = src (n), the compute weights being the fp32 parameters themselves.
+  static void from_f32(float* dst, const float* src, size_t n, cudaStream_t s) {
+    if (dst != src && n)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  }
+  // host (n) = src (n); synchronizes.
+  static void to_host_f32(float* host, const float* src, size_t n, cudaStream_t s) {
+    if (n)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+};
+
+template <>
+struct Act<bf16> {
+  static constexpr DType kDType = DType::BF16;
+  static constexpr const char* kCompute = "bf16 compute (fp32 master weights)";
+  static void from_f32(bf16* dst, const float* src, size_t n, cudaStream_t s) {
+    cuda::cast_f32_to_bf16(dst, src, n, s);
+  }
+  // Half the bytes of a device-side cast: copy the bf16 values, widen them on the host.
+  static void to_host_f32(float* host, const bf16* src, size_t n, cudaStream_t s) {
+    std::vector<bf16> tmp(n);
+    if (n)
+      LOOM_CUDA_CHECK(
+          cudaMemcpyAsync(tmp.data(), src, n * sizeof(bf16), cudaMemcpyDeviceToHost, s));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < n; i++) host[i] = cuda::bf16_to_float(tmp[i]);
+  }
+};
+
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }  // no throwing in teardown
+};
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using DeviceDoubles = std::unique_ptr<double, DeviceFree>;
+
+DeviceDoubles alloc_doubles(size_t n) {
+  void* p = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&p, n * sizeof(double)));
+  return DeviceDoubles(static_cast<double*>(p));
+}
+
+// Sets the current device (before any member that allocates on it is constructed).
+int select_device(int gpu) {
+  int count = 0;
+  LOOM_CUDA_CHECK(cudaGetDeviceCount(&count));
+  LOOM_USER_CHECK(gpu >= 0 && gpu < count, "cuda device ", gpu, " does not exist (", count,
+                  " visible); check CUDA_VISIBLE_DEVICES and the ranks per node");
+  LOOM_CUDA_CHECK(cudaSetDevice(gpu));
+  return gpu;
+}
+
+Stream make_stream() {
+  cudaStream_t s = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return Stream(s);
+}
+
+// T: the activation storage type (float, cuda::bf16). Every call is enqueued on stream_.
+template <typename T>
+class CudaBackendT final : public Backend {
+ public:
+  explicit CudaBackendT(int gpu)
+      : gpu_(select_device(gpu)),
+        stream_(make_stream()),
+        gemm_(std::make_unique<cuda::GemmHandle>()),
+        acc_(alloc_doubles(1)),
+        partials_(alloc_doubles(cuda::kSumSquaresPartials)) {
+    gemm_->allow_tf32 = false;  // fp32 GEMMs match the cpu twin (bf16 GEMMs never use TF32)
+    LOOM_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, sizeof(double), s()));
+    description_ = "cuda " + cuda::device_description(gpu_) + ", " + Act<T>::kCompute;
+  }
+  ~CudaBackendT() override {
+    cudaSetDevice(gpu_);  // teardown on this backend's device; errors ignored (no throw)
+    cudaStreamSynchronize(s());
+  }
+
+  Device device() const override { return Device::CUDA; }
+  DType act_dtype() const override { return Act<T>::kDType; }
+  std::string describe() const override { return description_; }
+  void* stream() const override { return s(); }
+
+  // ---- memory -----------------------------------------------------------------------------
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s()));
+  }
+  void to_host(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes) LOOM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, s()));
+    synchronize();
+  }
+  // The host buffer may be reused as soon as this returns: from pageable memory the runtime
+  // stages the bytes before returning; from pinned memory the copy is asynchronous, so wait.
+  void from_host(void* dst, const void* host_src, size_t bytes) override {
+    if (!bytes) return;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, s()));
+    if (pinned(host_src)) synchronize();
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes) LOOM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s()));
+  }
+  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(s())); }
+  void act_to_host_f32(float* host_dst, const void* act, size_t n) override {
+    Act<T>::to_host_f32(host_dst, A(act), n, s());
+  }
+  void cast_to_act(void* dst, const float* src, size_t n) override {
+    Act<T>::from_f32(A(dst), src, n, s());
+  }
+
+  // ---- model kernels --------------------------------------------------------------------
+  void embedding_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B,
+                         int T_, int C, int vstart, int Vl) override {
+    cuda::embedding_forward(A(out), tokens, A(wte), A(wpe), B, T_, C, vstart, Vl, s());
+  }
+  void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
+                          int T_, int C, int vstart, int Vl) override {
+    cuda::embedding_backward(dwte, dwpe, A(dout), tokens, B, T_, C, vstart, Vl, s());
+  }
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
+                         const void* b, int N, int C) override {
+    cuda::layernorm_forward(A(out), mean, rstd, A(inp), A(w), A(b), N, C, s());
+  }
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                          const void* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    cuda::layernorm_backward(A(dinp), dw, db, A(dout), A(inp), A(w), mean, rstd, N, C, s());
+  }
+  void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int IC,
+                      int OC) override {
+    cuda::matmul_forward(*gemm_, A(out), A(inp), A(w), A(bias), N, IC, OC, static_cast<T*>(nullptr),
+                         s());
+  }
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                       const void* w, int N, int IC, int OC) override {
+    if (N <= 0) return;  // nothing to add (the twin's dw GEMM would have K = 0)
+    cuda::matmul_backward(*gemm_, A(dinp), dw, dbias, A(dout), A(inp), A(w), N, IC, OC, s());
+  }
+  // Flash style: the forward keeps lse (B, NH, T); the backward's scratch is delta (B, NH, T).
+  size_t attention_saved_floats(int B, int NH, int T_) const override {
+    return size_t(B) * NH * T_;
+  }
+  size_t attention_scratch_floats(int B, int NH, int T_) const override {
+    return size_t(B) * NH * T_;
+  }
+  bool attention_saves_probabilities() const override { return false; }
+  void attention_forward(void* out, float* saved, const void* qkv, int B, int T_, int C,
+                         int NH) override {
+    cuda::attention_forward(A(out), saved, A(qkv), B, T_, C, NH, s());
+  }
+  void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
+                          const void* out, const float* saved, int B, int T_, int C,
+                          int NH) override {
+    cuda::attention_backward(A(dqkv), scratch, A(dout), A(qkv), A(out), saved, B, T_, C, NH, s());
+  }
+  void gelu_forward(void* out, const void* inp, size_t n) override {
+    cuda::gelu_forward(A(out), A(inp), n, s());
+  }
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+    cuda::gelu_backward(A(dinp), A(inp), A(dout), n, s());
+  }
+  void bias_residual(void* out, const void* resid, const void* partial, const void* bias, int N,
+                     int C) override {
+    cuda::bias_residual(A(out), A(resid), A(partial), A(bias), N, C, s());
+  }
+
+  // ---- classifier + cross-entropy (unfused: one GEMM, then one pass over the logits) ----------
+  size_t classifier_work_floats(int, int) const override { return 0; }
+  void classifier_forward(void* logits, float* maxv, float* sums, float* /*work*/, const void* x,
+                          const void* W, const int32_t* targets, int N, int C, int Vl, int vstart,
+                          int V) override {
+    if (N <= 0 || Vl <= 0) return;
+    // logits (N, Vl) = x (N, C) @ W^T, W (Vl, C) row-major
+    cuda::gemm(*gemm_, false, true, N, Vl, C, 1.0f, A(x), C, A(W), C, 0.0f, A(logits), Vl, s());
+    if (!targets) return;
+    LOOM_CHECK(maxv && sums, "classifier_forward: targets given without maxv and sums");
+    cuda::ce_row_stats(maxv, sums, A(logits), targets, N, Vl, vstart, V, s());
+  }
+  void ce_rescale_sums(float* sums, const float* local_max, const float* global_max,
+                       int N) override {
+    cuda::ce_rescale_sums(sums, local_max, global_max, N, s());
+  }
+  void ce_loss(float* losses, const float* maxv, const float* sums, int N) override {
+    cuda::ce_loss(losses, maxv, sums, N, s());
+  }
+  void classifier_backward(void* dx, float* dW, void* logits, const float* maxv, const float* sums,
+                           const int32_t* targets, float dloss, const void* x, const void* W, int N,
+                           int C, int Vl, int vstart, int V) override {
+    if (N <= 0 || Vl <= 0) return;
+    T* dlogits = A(logits);  // (N, Vl), in place
+    cuda::ce_backward_inplace(dlogits, maxv, sums, targets, dloss, N, Vl, vstart, V, s());
+    // dW (Vl, C) += dlogits^T (Vl, N) @ x (N, C), fp32 accumulation into the fp32 gradient
+    cuda::gemm(*gemm_, true, false, Vl, C, N, 1.0f, dlogits, Vl, A(x), C, 1.0f, dW, C, s());
+    // dx (N, C) = dlogits (N, Vl) @ W (Vl, C), overwritten
+    cuda::gemm(*gemm_, false, false, N, C, Vl, 1.0f, dlogits, Vl, A(W), C, 0.0f, A(dx), C, s());
+  }
+
+  // ---- optimizer ----------------------------------------------------------------------------
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                    const cpu::AdamWParams& p, void* param_act) override {
+    if constexpr (std::is_same_v<T, float>) {
+      LOOM_CHECK(param_act == nullptr || param_act == param,
+                 "fp32 compute: the compute weights are the parameters");
+      cuda::adamw_update(param, grad, m, v, n, p, static_cast<bf16*>(nullptr), s());
+    } else {
+      cuda::adamw_update(param, grad, m, v, n, p, A(param_act), s());
+    }
+  }
+  void sum_squares_acc(const float* x, size_t n) override {
+    cuda::sum_squares(acc_.get(), x, n, partials_.get(), s());
+  }
+  double sum_squares_take() override {
+    double h = 0.0;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(&h, acc_.get(), sizeof(double), cudaMemcpyDeviceToHost, s()));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, sizeof(double), s()));
+    synchronize();
+    return h;
+  }
+  void add_inplace(float* acc, const float* x, size_t n) override {
+    cuda::add_inplace(acc, x, n, s());
+  }
+
+ private:
+  cudaStream_t s() const { return stream_.get(); }
+  static T* A(void* p) { return static_cast<T*>(p); }
+  static const T* A(const void* p) { return static_cast<const T*>(p); }
+
+  // True for page-locked (cudaMallocHost / cudaHostRegister) host memory.
+  static bool pinned(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // plain pageable memory on old runtimes: clear the error
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  }
+
+  int gpu_;
+  Stream stream_;
+  std::unique_ptr<cuda::GemmHandle> gemm_;  // cuBLASLt handle and its 32 MiB workspace
+  DeviceDoubles acc_;                       // (1) sum_squares accumulator
+  DeviceDoubles partials_;                  // (kSumSquaresPartials) sum_squares scratch
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(DType act, int gpu) {
+  switch (act) {
+    case DType::F32:
+      return std::make_unique<CudaBackendT<float>>(gpu);
+    case DType::BF16:
+      return std::make_unique<CudaBackendT<bf16>>(gpu);
+    case DType::F16:
+      throw UserError("train.dtype: fp16 on device: cuda is not built yet; use bf16 (or fp32)");
+    default:
+      break;
+  }
+  throw UserError(
+      str("train.dtype: ", dtype_name(act), " is not a compute dtype; use bf16 or fp32"));
+}
+
+}  // namespace loom

@@ -1,0 +1,348 @@
+// The cuda Backend (fp32 and bf16 compute) against cpu_backend(), method by method.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/buffer.h"
+#include "core/check.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace loom {
+// Test names and failure messages print the dtype ("bf16"), not its bytes.
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+}  // namespace loom
+
+namespace loom::cudatest {
+namespace {
+
+// Tolerances, norm-wise relative error (rel_err) against the cpu backend on the same inputs:
+//  fp32 backend: bitwise for memory ops, casts, bias_residual and add_inplace (the same fp32
+//    additions in the same order); 1e-6 for AdamW; kTolF32 = 1e-5 for GEMM-based ops, layernorm,
+//    embedding, GELU and cross-entropy (summation order, FMA contraction, expf vs the cpu's
+//    exp); kTolF32Attn = 1e-4 for attention (online softmax).
+//  bf16 backend: kTolBF16 = 2e-2 on every output computed from bf16-rounded inputs (the cpu
+//    reference sees the same rounded values; the error is bf16 rounding of outputs and
+//    intermediates, 2^-9 per element, with margin); bitwise where the output is one rounding of
+//    the cpu's fp32 result (bias_residual, casts).
+class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (IsSkipped()) return;
+    be_ = make_cuda_backend(GetParam(), 0);
+    lowp_ = be_->lowp();
+  }
+  void TearDown() override {
+    if (be_) be_->synchronize();
+    be_.reset();
+    CudaTest::TearDown();
+  }
+
+  Backend& be() { return *be_; }
+  static Backend& ref() { return cpu_backend(); }
+  double tol(double f32_tol) const { return lowp_ ? kTolBF16 : f32_tol; }
+  // The values an activation of this backend can hold: the cpu reference is given these.
+  std::vector<float> act_vals(const std::vector<float>& v) const {
+    return lowp_ ? round_bf16(v) : v;
+  }
+
+  // Device buffers filled and read through the backend under test.
+  Buffer act(const std::vector<float>& h) {  // h: representable values (act_vals)
+    Buffer d(h.size() * be_->act_size(), Device::CUDA);
+    if (lowp_) {
+      const auto b = to_bf16(h);
+      be_->from_host(d.data(), b.data(), b.size() * sizeof(bf16));
+    } else {
+      be_->from_host(d.data(), h.data(), h.size() * sizeof(float));
+    }
+    return d;
+  }
+  template <typename V>
+  Buffer dev(const std::vector<V>& h) {
+    Buffer d(h.size() * sizeof(V), Device::CUDA);
+    be_->from_host(d.data(), h.data(), h.size() * sizeof(V));
+    return d;
+  }
+  // Outputs start as NaN: anything the backend fails to write shows up as an infinite error.
+  Buffer act_nan(size_t n) { return act(std::vector<float>(n, NAN)); }
+  Buffer f32_nan(size_t n) { return dev(std::vector<float>(n, NAN)); }
+  std::vector<float> get_act(const Buffer& d, size_t n) {
+    std::vector<float> h(n);
+    be_->act_to_host_f32(h.data(), d.data(), n);
+    return h;
+  }
+  std::vector<float> get_f32(const Buffer& d, size_t n) {
+    std::vector<float> h(n);
+    be_->to_host(h.data(), d.data(), n * sizeof(float));
+    return h;
+  }
+  static float* F(Buffer& b) { return static_cast<float*>(b.data()); }
+  static int32_t* I(Buffer& b) { return static_cast<int32_t*>(b.data()); }
+
+  std::unique_ptr<Backend> be_;
+  bool lowp_ = false;
+};
+
+std::vector<int32_t> rand_ids(size_t n, int hi, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  const auto u = randu(n, seed, 0.0f, 1.0f);
+  for (size_t i = 0; i < n; i++) ids[i] = std::min(hi - 1, (int32_t)(u[i] * (float)hi));
+  return ids;
+}
+
+TEST(CudaBackendFactory, Fp16IsAClearUserError) {  // thrown before any CUDA call: runs anywhere
+  EXPECT_THROW(make_cuda_backend(DType::F16, 0), UserError);
+}
+
+TEST_P(CudaBackendTest, DescribesItselfAndOwnsAStream) {
+  EXPECT_EQ(be().device(), Device::CUDA);
+  EXPECT_EQ(be().act_dtype(), GetParam());
+  EXPECT_NE(be().stream(), nullptr);
+  const std::string d = be().describe();
+  EXPECT_EQ(d.rfind("cuda device 0: ", 0), 0u) << d;
+  EXPECT_NE(d.find(lowp_ ? "bf16 compute" : "fp32 compute"), std::string::npos) << d;
+}
+
+TEST_P(CudaBackendTest, MemoryOpsAndCasts) {
+  const size_t n = 1001;
+  const auto x = randu(n, 1, -100.0f, 100.0f);
+  Buffer a = dev(x), b(n * sizeof(float), Device::CUDA);
+  be().copy(b.data(), a.data(), n * sizeof(float));
+  EXPECT_TRUE(bitwise_equal(get_f32(b, n), x)) << "from_host, copy, to_host";
+  be().zero(b.data(), n * sizeof(float));
+  EXPECT_TRUE(bitwise_equal(get_f32(b, n), std::vector<float>(n, 0.0f))) << "zero";
+  Buffer c(n * be().act_size(), Device::CUDA);
+  be().cast_to_act(c.data(), F(a), n);  // round to nearest even, as the host's bf16_from_float
+  EXPECT_TRUE(bitwise_equal(get_act(c, n), act_vals(x))) << "cast_to_act + act_to_host_f32";
+}
+
+TEST_P(CudaBackendTest, Embedding) {
+  const int B = 2, T = 17, C = 64, V = 300, vstart = 100, Vl = 128, N = B * T;
+  const auto tokens = rand_ids(N, V, 2);  // some in the shard [100, 228), some not
+  const auto wte = act_vals(randu(size_t(Vl) * C, 3)), wpe = act_vals(randu(size_t(T) * C, 4));
+  std::vector<float> out(size_t(N) * C), out_nopos(out.size());
+  ref().embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, vstart, Vl);
+  ref().embedding_forward(out_nopos.data(), tokens.data(), wte.data(), nullptr, B, T, C, vstart,
+                          Vl);
+  Buffer dtok = dev(tokens), dwte = act(wte), dwpe = act(wpe), dout = act_nan(out.size());
+  be().embedding_forward(dout.data(), I(dtok), dwte.data(), dwpe.data(), B, T, C, vstart, Vl);
+  EXPECT_REL_LE(get_act(dout, out.size()), out, tol(kTolF32), "embedding_forward");
+  be().embedding_forward(dout.data(), I(dtok), dwte.data(), nullptr, B, T, C, vstart, Vl);
+  EXPECT_REL_LE(get_act(dout, out.size()), out_nopos, tol(kTolF32), "embedding_forward, no wpe");
+
+  const auto g = act_vals(randu(out.size(), 5));
+  auto gwte = randu(wte.size(), 6), gwpe = randu(wpe.size(), 7);  // accumulated into
+  Buffer dg = act(g), dgwte = dev(gwte), dgwpe = dev(gwpe);
+  ref().embedding_backward(gwte.data(), gwpe.data(), g.data(), tokens.data(), B, T, C, vstart, Vl);
+  be().embedding_backward(F(dgwte), F(dgwpe), dg.data(), I(dtok), B, T, C, vstart, Vl);
+  EXPECT_REL_LE(get_f32(dgwte, gwte.size()), gwte, tol(kTolF32), "embedding_backward dwte");
+  EXPECT_REL_LE(get_f32(dgwpe, gwpe.size()), gwpe, tol(kTolF32), "embedding_backward dwpe");
+}
+
+TEST_P(CudaBackendTest, LayerNorm) {
+  const int N = 34, C = 96;
+  const auto x = act_vals(randu(size_t(N) * C, 8, -2.0f, 3.0f));
+  const auto w = act_vals(randu(C, 9, 0.5f, 1.5f)), b = act_vals(randu(C, 10));
+  std::vector<float> out(x.size()), mean(N), rstd(N);
+  ref().layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  Buffer dx = act(x), dw = act(w), db = act(b), dout = act_nan(out.size()), dmean = f32_nan(N),
+         drstd = f32_nan(N);
+  be().layernorm_forward(dout.data(), F(dmean), F(drstd), dx.data(), dw.data(), db.data(), N, C);
+  EXPECT_REL_LE(get_act(dout, out.size()), out, tol(kTolF32), "layernorm_forward out");
+  EXPECT_REL_LE(get_f32(dmean, N), mean, tol(kTolF32), "layernorm_forward mean");
+  EXPECT_REL_LE(get_f32(drstd, N), rstd, tol(kTolF32), "layernorm_forward rstd");
+
+  const auto g = act_vals(randu(x.size(), 11));
+  auto gin = act_vals(randu(x.size(), 12));  // dinp, dw, db accumulate
+  auto gw = randu(C, 13), gb = randu(C, 14);
+  Buffer dg = act(g), dgin = act(gin), dgw = dev(gw), dgb = dev(gb);
+  ref().layernorm_backward(gin.data(), gw.data(), gb.data(), g.data(), x.data(), w.data(),
+                           mean.data(), rstd.data(), N, C);
+  be().layernorm_backward(dgin.data(), F(dgw), F(dgb), dg.data(), dx.data(), dw.data(), F(dmean),
+                          F(drstd), N, C);
+  EXPECT_REL_LE(get_act(dgin, gin.size()), gin, tol(kTolF32), "layernorm_backward dinp");
+  EXPECT_REL_LE(get_f32(dgw, C), gw, tol(kTolF32), "layernorm_backward dw");
+  EXPECT_REL_LE(get_f32(dgb, C), gb, tol(kTolF32), "layernorm_backward db");
+}
+
+TEST_P(CudaBackendTest, Matmul) {
+  const int N = 34, IC = 64, OC = 96;
+  const auto x = act_vals(randu(size_t(N) * IC, 15)), w = act_vals(randu(size_t(IC) * OC, 16));
+  const auto bias = act_vals(randu(OC, 17));
+  std::vector<float> out(size_t(N) * OC);
+  ref().matmul_forward(out.data(), x.data(), w.data(), bias.data(), N, IC, OC);
+  Buffer dx = act(x), dw = act(w), dbias = act(bias), dout = act_nan(out.size());
+  be().matmul_forward(dout.data(), dx.data(), dw.data(), dbias.data(), N, IC, OC);
+  EXPECT_REL_LE(get_act(dout, out.size()), out, tol(kTolF32), "matmul_forward");
+
+  const auto g = act_vals(randu(out.size(), 18));
+  std::vector<float> gin(x.size());                      // overwritten
+  auto gw = randu(w.size(), 19), gbias = randu(OC, 20);  // accumulated into
+  Buffer dg = act(g), dgin = act_nan(x.size()), dgw = dev(gw), dgb = dev(gbias);
+  ref().matmul_backward(gin.data(), gw.data(), gbias.data(), g.data(), x.data(), w.data(), N, IC,
+                        OC);
+  be().matmul_backward(dgin.data(), F(dgw), F(dgb), dg.data(), dx.data(), dw.data(), N, IC, OC);
+  EXPECT_REL_LE(get_act(dgin, gin.size()), gin, tol(kTolF32), "matmul_backward dinp");
+  EXPECT_REL_LE(get_f32(dgw, gw.size()), gw, tol(kTolF32), "matmul_backward dw");
+  EXPECT_REL_LE(get_f32(dgb, OC), gbias, tol(kTolF32), "matmul_backward dbias");
+}
+
+TEST_P(CudaBackendTest, Attention) {
+  const int B = 2, T = 33, C = 64, NH = 4;  // head size 16, T not a multiple of the tiles
+  EXPECT_FALSE(be().attention_saves_probabilities());
+  EXPECT_EQ(be().attention_saved_floats(B, NH, T), size_t(B) * NH * T);
+  const auto qkv = act_vals(randu(size_t(B) * T * 3 * C, 22));
+  std::vector<float> out(size_t(B) * T * C), att(ref().attention_saved_floats(B, NH, T));
+  ref().attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  Buffer dqkv = act(qkv), dout = act_nan(out.size());
+  Buffer saved(be().attention_saved_floats(B, NH, T) * sizeof(float), Device::CUDA);
+  Buffer scratch(be().attention_scratch_floats(B, NH, T) * sizeof(float), Device::CUDA);
+  be().attention_forward(dout.data(), F(saved), dqkv.data(), B, T, C, NH);
+  const auto got_out = get_act(dout, out.size());
+  EXPECT_REL_LE(got_out, out, tol(kTolF32Attn), "attention_forward");
+
+  const auto g = act_vals(randu(out.size(), 23));
+  std::vector<float> gqkv(qkv.size()), cpu_scratch(ref().attention_scratch_floats(B, NH, T));
+  // The cpu reference differentiates its own forward; the cuda backward gets the cuda output.
+  ref().attention_backward(gqkv.data(), cpu_scratch.data(), g.data(), qkv.data(), out.data(),
+                           att.data(), B, T, C, NH);
+  Buffer dg = act(g), dgqkv = act_nan(qkv.size());
+  be().attention_backward(dgqkv.data(), F(scratch), dg.data(), dqkv.data(), dout.data(), F(saved),
+                          B, T, C, NH);
+  EXPECT_REL_LE(get_act(dgqkv, gqkv.size()), gqkv, tol(kTolF32Attn), "attention_backward");
+}
+
+TEST_P(CudaBackendTest, GeluBiasResidualAddInplace) {
+  const size_t n = 1001;  // not a multiple of a 128-bit pack: the scalar paths
+  const auto x = act_vals(randu(n, 24, -5.0f, 5.0f)), g = act_vals(randu(n, 25));
+  std::vector<float> y(n), gx(n);
+  ref().gelu_forward(y.data(), x.data(), n);
+  ref().gelu_backward(gx.data(), x.data(), g.data(), n);
+  Buffer dx = act(x), dy = act_nan(n), dg = act(g);
+  be().gelu_forward(dy.data(), dx.data(), n);
+  EXPECT_REL_LE(get_act(dy, n), y, tol(kTolF32), "gelu_forward");
+  be().gelu_backward(dg.data(), dx.data(), dg.data(), n);  // dinp aliasing dout
+  EXPECT_REL_LE(get_act(dg, n), gx, tol(kTolF32), "gelu_backward");
+
+  const int N = 34, C = 96;
+  const auto r = act_vals(randu(size_t(N) * C, 26, -8.0f, 8.0f));
+  const auto p = act_vals(randu(r.size(), 27)), bias = act_vals(randu(C, 28));
+  std::vector<float> o(r.size());
+  ref().bias_residual(o.data(), r.data(), p.data(), bias.data(), N, C);
+  Buffer dr = act(r), dp = act(p), db = act(bias), dout = act_nan(o.size());
+  be().bias_residual(dout.data(), dr.data(), dp.data(), db.data(), N, C);
+  EXPECT_TRUE(bitwise_equal(get_act(dout, o.size()), act_vals(o))) << "bias_residual";
+
+  auto acc = randu(n, 29);
+  const auto add = randu(n, 30);
+  Buffer dacc = dev(acc), dadd = dev(add);
+  ref().add_inplace(acc.data(), add.data(), n);
+  be().add_inplace(F(dacc), F(dadd), n);
+  EXPECT_TRUE(bitwise_equal(get_f32(dacc, n), acc)) << "add_inplace";
+}
+
+// One vocab shard: [0, 128) of V = 120 (padding at the end, every target in the shard), and
+// [64, 192) of V = 150 (targets in and out of the shard).
+TEST_P(CudaBackendTest, ClassifierAndCrossEntropy) {
+  const int N = 34, C = 64, Vl = 128;
+  const int shards[2][2] = {{0, 120}, {64, 150}};
+  for (const auto& sh : shards) {
+    const int vstart = sh[0], V = sh[1];
+    const std::string what = " vstart=" + std::to_string(vstart) + " V=" + std::to_string(V);
+    const auto x = act_vals(randu(size_t(N) * C, 31)),
+               W = act_vals(randu(size_t(Vl) * C, 32, -0.3f, 0.3f));
+    const auto targets = rand_ids(N, V, 33);
+    std::vector<float> logits(size_t(N) * Vl), maxv(N), sums(2 * N), losses(N);
+    std::vector<float> work(ref().classifier_work_floats(N, Vl));
+    ref().classifier_forward(logits.data(), maxv.data(), sums.data(), work.data(), x.data(),
+                             W.data(), targets.data(), N, C, Vl, vstart, V);
+    ref().ce_loss(losses.data(), maxv.data(), sums.data(), N);
+    EXPECT_EQ(be().classifier_work_floats(N, Vl), 0u);
+    Buffer dx = act(x), dW = act(W), dt = dev(targets), dlogits = act_nan(logits.size());
+    Buffer dmax = f32_nan(N), dsums = f32_nan(2 * N), dloss = f32_nan(N);
+    be().classifier_forward(dlogits.data(), F(dmax), F(dsums), nullptr, dx.data(), dW.data(), I(dt),
+                            N, C, Vl, vstart, V);
+    be().ce_loss(F(dloss), F(dmax), F(dsums), N);
+    EXPECT_REL_LE(get_act(dlogits, logits.size()), logits, tol(kTolF32), "logits" + what);
+    EXPECT_REL_LE(get_f32(dmax, N), maxv, tol(kTolF32), "maxv" + what);
+    EXPECT_REL_LE(get_f32(dsums, 2 * N), sums, tol(kTolF32), "sums" + what);
+    EXPECT_REL_LE(get_f32(dloss, N), losses, tol(kTolF32), "ce_loss" + what);
+
+    // ce_rescale_sums against a larger "global" max; row 0 as an empty shard (-inf).
+    auto local = maxv, global = maxv, rs = sums;
+    const auto bump = randu(N, 34, 0.0f, 2.0f);
+    for (int n = 0; n < N; n++) global[n] += bump[n];
+    local[0] = -INFINITY;
+    Buffer dlocal = dev(local), dglobal = dev(global), drs = dev(rs);
+    ref().ce_rescale_sums(rs.data(), local.data(), global.data(), N);
+    be().ce_rescale_sums(F(drs), F(dlocal), F(dglobal), N);
+    EXPECT_REL_LE(get_f32(drs, 2 * N), rs, tol(kTolF32), "ce_rescale_sums" + what);
+
+    const float dl = 1.0f / N;
+    std::vector<float> gx(x.size());               // overwritten
+    auto gW = randu(W.size(), 35, -0.01f, 0.01f);  // accumulated into
+    Buffer dgx = act_nan(x.size()), dgW = dev(gW);
+    ref().classifier_backward(gx.data(), gW.data(), logits.data(), maxv.data(), sums.data(),
+                              targets.data(), dl, x.data(), W.data(), N, C, Vl, vstart, V);
+    be().classifier_backward(dgx.data(), F(dgW), dlogits.data(), F(dmax), F(dsums), I(dt), dl,
+                             dx.data(), dW.data(), N, C, Vl, vstart, V);
+    EXPECT_REL_LE(get_act(dlogits, logits.size()), logits, tol(kTolF32), "dlogits" + what);
+    EXPECT_REL_LE(get_f32(dgW, gW.size()), gW, tol(kTolF32), "classifier dW" + what);
+    EXPECT_REL_LE(get_act(dgx, gx.size()), gx, tol(kTolF32), "classifier dx" + what);
+  }
+}
+
+TEST_P(CudaBackendTest, AdamWAndGradNorm) {
+  for (size_t n : {size_t(4096), size_t(1001)}) {  // float4 and scalar paths
+    auto p = randu(n, 37), m = randu(n, 38, 0.0f, 0.01f), v = randu(n, 39, 0.0f, 0.01f);
+    Buffer dp = dev(p), dm = dev(m), dv = dev(v), dg(n * sizeof(float), Device::CUDA);
+    Buffer pact(n * be().act_size(), Device::CUDA);
+    for (int step = 1; step <= 2; step++) {
+      const auto g = randu(n, 40 + step);
+      const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
+      ref().adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, nullptr);
+      be().from_host(dg.data(), g.data(), n * sizeof(float));
+      // fp32 compute: the compute weights are the parameters (nullptr, or param itself).
+      void* act_out = lowp_ ? pact.data() : (step == 1 ? nullptr : dp.data());
+      be().adamw_update(F(dp), F(dg), F(dm), F(dv), n, hp, act_out);
+    }
+    const auto gp = get_f32(dp, n);
+    EXPECT_REL_LE(gp, p, 1e-6, "adamw params n=" + std::to_string(n));
+    EXPECT_REL_LE(get_f32(dm, n), m, 1e-6, "adamw m");
+    EXPECT_REL_LE(get_f32(dv, n), v, 1e-6, "adamw v");
+    if (lowp_) {
+      EXPECT_TRUE(bitwise_equal(get_act(pact, n), round_bf16(gp))) << "compute copy";
+    }
+  }
+  if (!lowp_) {
+    Buffer one(sizeof(float), Device::CUDA);
+    EXPECT_THROW(
+        be().adamw_update(F(one), F(one), F(one), F(one), 1,
+                          cpu::AdamWParams{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f}, F(one) + 1),
+        InternalError)
+        << "fp32 compute has no separate compute copy";
+  }
+
+  const auto a = randu(1 << 16, 50), b = randu(1001, 51);
+  Buffer da = dev(a), db = dev(b);
+  ref().sum_squares_take();  // the process-wide cpu backend starts from zero
+  ref().sum_squares_acc(a.data(), a.size());
+  ref().sum_squares_acc(b.data(), b.size());
+  const double want = ref().sum_squares_take();
+  be().sum_squares_acc(F(da), a.size());
+  be().sum_squares_acc(F(db), b.size());
+  EXPECT_NEAR(be().sum_squares_take(), want, 1e-10 * want) << "accumulated in double";
+  EXPECT_EQ(be().sum_squares_take(), 0.0) << "take resets the accumulator";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(i.param == DType::F32 ? "fp32" : "bf16");
+                         });
+
+}  // namespace
+}  // namespace loom::cudatest

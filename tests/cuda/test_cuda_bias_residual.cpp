@@ -1,0 +1,74 @@
+// cuda twins of bias_residual (fp32 and bf16, packed and scalar paths) vs the cpu twin.
+#include <string>
+#include <vector>
+
+#include "kernels/bias_residual.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace loom::cudatest {
+namespace {
+
+class CudaBiasResidual : public CudaTest {};
+
+// C = 256: 128-bit packs; C = 129: scalar path (a pack would cross rows).
+struct Shape {
+  int N, C;
+};
+const Shape kShapes[] = {{64, 256}, {37, 129}};
+
+std::string name(const Shape& s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C);
+}
+
+// The same fp32 additions in the same order as the cpu twin: bitwise equal.
+TEST_F(CudaBiasResidual, Fp32BitwiseEqualToCpu) {
+  for (const Shape& s : kShapes) {
+    const size_t n = size_t(s.N) * s.C;
+    auto r = randu(n, 1, -50.0f, 50.0f), p = randu(n, 2), b = randu(s.C, 3);
+    std::vector<float> want(n);
+    cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
+    DevBuf<float> dr(r), dp(p), db(b), dout(n);
+    cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);
+    EXPECT_TRUE(bitwise_equal(dout.download(), want)) << name(s);
+    cuda::bias_residual(dr.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);  // in place
+    EXPECT_TRUE(bitwise_equal(dr.download(), want)) << name(s) << " out aliasing resid";
+  }
+}
+
+// Pointers one element past a 16-byte boundary take the scalar path with C = 256.
+TEST_F(CudaBiasResidual, Fp32UnalignedPointers) {
+  const Shape s = kShapes[0];
+  const size_t n = size_t(s.N) * s.C;
+  auto r = randu(n, 4), p = randu(n, 5), b = randu(s.C, 6);
+  std::vector<float> want(n);
+  cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
+  std::vector<float> r1(1, 0.0f), p1(1, 0.0f), b1(1, 0.0f);
+  r1.insert(r1.end(), r.begin(), r.end());
+  p1.insert(p1.end(), p.begin(), p.end());
+  b1.insert(b1.end(), b.begin(), b.end());
+  DevBuf<float> dr(r1), dp(p1), db(b1), dout(n + 1);
+  cuda::bias_residual(dout.get() + 1, dr.get() + 1, dp.get() + 1, db.get() + 1, s.N, s.C, nullptr);
+  const auto got = dout.download();
+  EXPECT_TRUE(bitwise_equal(std::vector<float>(got.begin() + 1, got.end()), want));
+}
+
+// bf16 storage: inputs rounded to bf16 (the cpu twin sees the same values), the fp32 result
+// rounded once, so the output is bitwise the host rounding of the cpu result.
+TEST_F(CudaBiasResidual, Bf16IsOneRoundingOfTheCpuResult) {
+  for (const Shape& s : kShapes) {
+    const size_t n = size_t(s.N) * s.C;
+    auto r = round_bf16(randu(n, 7, -8.0f, 8.0f)), p = round_bf16(randu(n, 8));
+    auto b = round_bf16(randu(s.C, 9));
+    std::vector<float> want(n);
+    cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
+    DevBuf<bf16> dr(to_bf16(r)), dp(to_bf16(p)), db(to_bf16(b)), dout(n);
+    cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(dout.download()), round_bf16(want))) << name(s);
+    cuda::bias_residual(dp.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);  // in place
+    EXPECT_TRUE(bitwise_equal(to_f32(dp.download()), round_bf16(want)))
+        << name(s) << " out aliasing partial";
+  }
+}
+
+}  // namespace
+}  // namespace loom::cudatest
