@@ -1,4 +1,4 @@
-// AdamW cuda twin on flat fp32 buffers (torch.optim.AdamW arithmetic), optionally writing a bf16 copy.
+// AdamW cuda twin on flat fp32 buffers (torch.optim.AdamW arithmetic), optionally a bf16/fp16 copy.
 #include <cmath>
 
 #include "kernels/adamw.h"
@@ -30,10 +30,10 @@ Scalars make_scalars(const cpu::AdamWParams& p) {
 }
 
 // V = 4: param, grad, m, v 16-byte aligned and n % 4 == 0 (one float4 each); else V = 1.
-// copy (nullable) receives the updated parameters rounded to bf16.
-template <int V>
-__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v,
-                             __nv_bfloat16* copy, size_t npacks, Scalars s) {
+// copy (nullable) receives the updated parameters rounded to L (__nv_bfloat16 or __half).
+template <int V, typename L>
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, L* copy,
+                             size_t npacks, Scalars s) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x; q < npacks; q += stride) {
     const size_t i0 = q * V;
@@ -58,27 +58,41 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
     store_f<V>(v + i0, vv);
     if (copy) {
 #pragma unroll
-      for (int k = 0; k < V; k++) copy[i0 + k] = __float2bfloat16_rn(pp[k]);
+      for (int k = 0; k < V; k++) copy[i0 + k] = from_f32<L>(pp[k]);
     }
   }
 }
 
-}  // namespace
-
-void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                  const cpu::AdamWParams& p, bf16* param_bf16, void* stream) {
+template <typename H>
+void update(float* param, const float* grad, float* m, float* v, size_t n,
+            const cpu::AdamWParams& p, H* copy, void* stream) {
   if (n == 0) return;
   constexpr int kBlock = 256;
   const Scalars s = make_scalars(p);
   const bool vec = n % 4 == 0 && aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   if (vec) {
     adamw_kernel<4><<<grid_for(n / 4, kBlock), kBlock, 0, as_stream(stream)>>>(
-        param, grad, m, v, dev_ptr(param_bf16), n / 4, s);
+        param, grad, m, v, dev_ptr(copy), n / 4, s);
   } else {
-    adamw_kernel<1><<<grid_for(n, kBlock), kBlock, 0, as_stream(stream)>>>(
-        param, grad, m, v, dev_ptr(param_bf16), n, s);
+    adamw_kernel<1><<<grid_for(n, kBlock), kBlock, 0, as_stream(stream)>>>(param, grad, m, v,
+                                                                           dev_ptr(copy), n, s);
   }
   LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, bf16* param_bf16, void* stream) {
+  update(param, grad, m, v, n, p, param_bf16, stream);
+}
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, f16* param_f16, void* stream) {
+  update(param, grad, m, v, n, p, param_f16, stream);
+}
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, std::nullptr_t, void* stream) {
+  update(param, grad, m, v, n, p, static_cast<bf16*>(nullptr), stream);
 }
 
 }  // namespace loom::cuda

@@ -23,9 +23,16 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
 namespace loom::cuda {
 
 // cuda twin on device buffers (fp32 master weights, grads and moments), enqueued on `stream`
-// (a cudaStream_t). param_bf16 (n, nullable) receives the updated weights rounded to bf16.
+// (a cudaStream_t). param_bf16 / param_f16 (n, nullable) receives the updated weights rounded
+// (to nearest even) to bf16 / fp16: the compute copy. In fp16, weights below 2^-14 in magnitude
+// keep fewer significant bits (subnormals) and below 2^-25 become 0; the fp32 master keeps them.
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                   const cpu::AdamWParams& p, bf16* param_bf16, void* stream);
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, f16* param_f16, void* stream);
+// No low-precision copy (fp32 compute). Also keeps a literal nullptr copy argument unambiguous.
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                  const cpu::AdamWParams& p, std::nullptr_t no_copy, void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

@@ -361,6 +361,10 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
                        void* stream) {
   forward(out, lse, qkv, B, T, C, NH, stream);
 }
+void attention_forward(f16* out, float* lse, const f16* qkv, int B, int T, int C, int NH,
+                       void* stream) {
+  forward(out, lse, qkv, B, T, C, NH, stream);
+}
 void attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
                         const float* out, const float* lse, int B, int T, int C, int NH,
                         void* stream) {
@@ -369,6 +373,10 @@ void attention_backward(float* dqkv, float* delta, const float* dout, const floa
 void attention_backward(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
                         void* stream) {
+  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
+}
+void attention_backward(f16* dqkv, float* delta, const f16* dout, const f16* qkv, const f16* out,
+                        const float* lse, int B, int T, int C, int NH, void* stream) {
   backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
 }
 

@@ -23,20 +23,26 @@ namespace loom::cuda {
 // cuda twins (flash-attention style; no (T, T) matrix in memory) on device pointers, enqueued on
 // `stream` (a cudaStream_t). Head size C/NH must be 16, 32, 64 or 128; B*NH <= 65535.
 // out (B, T, C) as the cpu twin; lse (B, NH, T) fp32 = log sum_{s<=t} exp(q.k/sqrt(HS)) per row,
-// saved for the backward in place of att. fp32 math; bf16 storage rounds out once.
+// saved for the backward in place of att. fp32 math (scores, softmax and lse never leave fp32);
+// bf16 or fp16 storage rounds out once (|out| <= max |v|, so fp16 out overflows only if v did).
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
                        void* stream);
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                        void* stream);
+void attention_forward(f16* out, float* lse, const f16* qkv, int B, int T, int C, int NH,
+                       void* stream);
 
 // dqkv (B, T, 3C) overwritten, recomputing P from q, k and lse; out is the forward's output and
 // delta (B, NH, T) floats of scratch (rowsum(dout * out)). Deterministic (no atomics).
+// fp16 dqkv: a (loss-scaled) gradient beyond 65504 is stored as inf, for the loss scaler.
 void attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
                         const float* out, const float* lse, int B, int T, int C, int NH,
                         void* stream);
 void attention_backward(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
                         void* stream);
+void attention_backward(f16* dqkv, float* delta, const f16* dout, const f16* qkv, const f16* out,
+                        const float* lse, int B, int T, int C, int NH, void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

@@ -195,6 +195,9 @@ void ce_row_max(float* maxv, const float* logits, int N, int Vl, int vstart, int
 void ce_row_max(float* maxv, const bf16* logits, int N, int Vl, int vstart, int V, void* stream) {
   row_max(maxv, logits, N, Vl, vstart, V, stream);
 }
+void ce_row_max(float* maxv, const f16* logits, int N, int Vl, int vstart, int V, void* stream) {
+  row_max(maxv, logits, N, Vl, vstart, V, stream);
+}
 void ce_row_sums(float* sums, const float* logits, const float* maxv, const int32_t* targets, int N,
                  int Vl, int vstart, int V, void* stream) {
   row_sums(sums, logits, maxv, targets, N, Vl, vstart, V, stream);
@@ -203,11 +206,19 @@ void ce_row_sums(float* sums, const bf16* logits, const float* maxv, const int32
                  int Vl, int vstart, int V, void* stream) {
   row_sums(sums, logits, maxv, targets, N, Vl, vstart, V, stream);
 }
+void ce_row_sums(float* sums, const f16* logits, const float* maxv, const int32_t* targets, int N,
+                 int Vl, int vstart, int V, void* stream) {
+  row_sums(sums, logits, maxv, targets, N, Vl, vstart, V, stream);
+}
 void ce_row_stats(float* maxv, float* sums, const float* logits, const int32_t* targets, int N,
                   int Vl, int vstart, int V, void* stream) {
   row_stats(maxv, sums, logits, targets, N, Vl, vstart, V, stream);
 }
 void ce_row_stats(float* maxv, float* sums, const bf16* logits, const int32_t* targets, int N,
+                  int Vl, int vstart, int V, void* stream) {
+  row_stats(maxv, sums, logits, targets, N, Vl, vstart, V, stream);
+}
+void ce_row_stats(float* maxv, float* sums, const f16* logits, const int32_t* targets, int N,
                   int Vl, int vstart, int V, void* stream) {
   row_stats(maxv, sums, logits, targets, N, Vl, vstart, V, stream);
 }
@@ -235,6 +246,10 @@ void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
 void ce_backward_inplace(bf16* logits, const float* maxv, const float* sums,
                          const int32_t* targets, float dloss, int N, int Vl, int vstart, int V,
                          void* stream) {
+  backward(logits, maxv, sums, targets, dloss, N, Vl, vstart, V, stream);
+}
+void ce_backward_inplace(f16* logits, const float* maxv, const float* sums, const int32_t* targets,
+                         float dloss, int N, int Vl, int vstart, int V, void* stream) {
   backward(logits, maxv, sums, targets, dloss, N, Vl, vstart, V, stream);
 }
 

@@ -31,13 +31,20 @@ void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
 
 namespace loom::cuda {
 
-// cuda twins on device pointers (logits fp32 or bf16; statistics, losses fp32), enqueued on
-// `stream` (a cudaStream_t); same contracts and pass structure as above. One block per row.
+// cuda twins on device pointers (logits fp32, bf16 or fp16; statistics, losses fp32), enqueued
+// on `stream` (a cudaStream_t); same contracts and pass structure as above. One block per row.
+// Max, exp, sums and losses are fp32 math whatever the storage. fp16 logits hold magnitudes up
+// to 65504; the in-place fp16 dlogits are bounded by |dloss| (the loss-scaled 1/N), so they
+// overflow to inf only when dloss itself exceeds 65504, and tiny probabilities underflow to
+// subnormals or zero, which is what loss scaling is for.
 void ce_row_max(float* maxv, const float* logits, int N, int Vl, int vstart, int V, void* stream);
 void ce_row_max(float* maxv, const bf16* logits, int N, int Vl, int vstart, int V, void* stream);
+void ce_row_max(float* maxv, const f16* logits, int N, int Vl, int vstart, int V, void* stream);
 void ce_row_sums(float* sums, const float* logits, const float* maxv, const int32_t* targets, int N,
                  int Vl, int vstart, int V, void* stream);
 void ce_row_sums(float* sums, const bf16* logits, const float* maxv, const int32_t* targets, int N,
+                 int Vl, int vstart, int V, void* stream);
+void ce_row_sums(float* sums, const f16* logits, const float* maxv, const int32_t* targets, int N,
                  int Vl, int vstart, int V, void* stream);
 
 // Passes 1 and 2 in one online pass (one read of the logits): maxv (N) = the shard's max, sums
@@ -46,6 +53,8 @@ void ce_row_sums(float* sums, const bf16* logits, const float* maxv, const int32
 void ce_row_stats(float* maxv, float* sums, const float* logits, const int32_t* targets, int N,
                   int Vl, int vstart, int V, void* stream);
 void ce_row_stats(float* maxv, float* sums, const bf16* logits, const int32_t* targets, int N,
+                  int Vl, int vstart, int V, void* stream);
+void ce_row_stats(float* maxv, float* sums, const f16* logits, const int32_t* targets, int N,
                   int Vl, int vstart, int V, void* stream);
 
 // sums[2n] *= exp(local_max[n] - global_max[n]) (0 for an empty shard), as cpu::ce_rescale_sums.
@@ -58,6 +67,8 @@ void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
 void ce_backward_inplace(bf16* logits, const float* maxv, const float* sums,
                          const int32_t* targets, float dloss, int N, int Vl, int vstart, int V,
                          void* stream);
+void ce_backward_inplace(f16* logits, const float* maxv, const float* sums, const int32_t* targets,
+                         float dloss, int N, int Vl, int vstart, int V, void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

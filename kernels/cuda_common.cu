@@ -1,4 +1,4 @@
-// CUDA backend basics: error reporting, device discovery, and the fp32 <-> bf16 cast kernels.
+// CUDA backend basics: error reporting, device discovery, and the fp32 <-> bf16/fp16 cast kernels.
 #include <cublasLt.h>
 
 #include <mutex>
@@ -125,9 +125,26 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// Four elements per thread and step: four floats are one 128-bit load, four bf16 one 64-bit
-// store (through __nv_bfloat162 pairs). vec: every pointer 16-byte aligned (else scalar).
-__global__ void cast_f32_bf16_kernel(__nv_bfloat16* out, const float* in, size_t n, bool vec) {
+// Two adjacent elements <-> a float2, through the paired types (one 32-bit access). Both paired
+// conversions round each element to nearest even, as the scalar ones.
+__device__ __forceinline__ void store2(__nv_bfloat16* o, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(o) = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void store2(__half* o, float a, float b) {
+  *reinterpret_cast<__half2*>(o) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ float2 load2(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+__device__ __forceinline__ float2 load2(const __half* p) {
+  return __half22float2(*reinterpret_cast<const __half2*>(p));
+}
+
+// Four elements per thread and step: four floats are one 128-bit load, four 16-bit values one
+// 64-bit store (two pairs). vec: every pointer 16-byte aligned (else scalar). T: __nv_bfloat16
+// or __half.
+template <typename T>
+__global__ void cast_from_f32_kernel(T* out, const float* in, size_t n, bool vec) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t done = 0;
@@ -135,47 +152,61 @@ __global__ void cast_f32_bf16_kernel(__nv_bfloat16* out, const float* in, size_t
     const size_t nq = n / 4;
     for (size_t q = i; q < nq; q += stride) {
       const float4 x = reinterpret_cast<const float4*>(in)[q];
-      __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(out + 4 * q);
-      o[0] = __floats2bfloat162_rn(x.x, x.y);
-      o[1] = __floats2bfloat162_rn(x.z, x.w);
+      store2(out + 4 * q, x.x, x.y);
+      store2(out + 4 * q + 2, x.z, x.w);
     }
     done = nq * 4;
   }
-  for (size_t j = done + i; j < n; j += stride) out[j] = __float2bfloat16_rn(in[j]);
+  for (size_t j = done + i; j < n; j += stride) out[j] = from_f32<T>(in[j]);
 }
 
-__global__ void cast_bf16_f32_kernel(float* out, const __nv_bfloat16* in, size_t n, bool vec) {
+template <typename T>
+__global__ void cast_to_f32_kernel(float* out, const T* in, size_t n, bool vec) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t done = 0;
   if (vec) {
     const size_t nq = n / 4;
     for (size_t q = i; q < nq; q += stride) {
-      const __nv_bfloat162* s = reinterpret_cast<const __nv_bfloat162*>(in + 4 * q);
-      const float2 a = __bfloat1622float2(s[0]), b = __bfloat1622float2(s[1]);
+      const float2 a = load2(in + 4 * q), b = load2(in + 4 * q + 2);
       reinterpret_cast<float4*>(out)[q] = make_float4(a.x, a.y, b.x, b.y);
     }
     done = nq * 4;
   }
-  for (size_t j = done + i; j < n; j += stride) out[j] = __bfloat162float(in[j]);
+  for (size_t j = done + i; j < n; j += stride) out[j] = to_f32(in[j]);
+}
+
+template <typename H>
+void cast_from_f32(H* out, const float* in, size_t n, void* stream) {
+  if (n == 0) return;
+  const bool vec = aligned16(out) && aligned16(in);
+  cast_from_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
+      dev_ptr(out), in, n, vec);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename H>
+void cast_to_f32(float* out, const H* in, size_t n, void* stream) {
+  if (n == 0) return;
+  const bool vec = aligned16(out) && aligned16(in);
+  cast_to_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
+      out, dev_ptr(in), n, vec);
+  LOOM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void cast_f32_to_bf16(bf16* out, const float* in, size_t n, void* stream) {
-  if (n == 0) return;
-  const bool vec = aligned16(out) && aligned16(in);
-  cast_f32_bf16_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      dev_ptr(out), in, n, vec);
-  LOOM_CUDA_CHECK_LAUNCH();
+  cast_from_f32(out, in, n, stream);
 }
-
 void cast_bf16_to_f32(float* out, const bf16* in, size_t n, void* stream) {
-  if (n == 0) return;
-  const bool vec = aligned16(out) && aligned16(in);
-  cast_bf16_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      out, dev_ptr(in), n, vec);
-  LOOM_CUDA_CHECK_LAUNCH();
+  cast_to_f32(out, in, n, stream);
+}
+void cast_f32_to_f16(f16* out, const float* in, size_t n, void* stream) {
+  cast_from_f32(out, in, n, stream);
+}
+void cast_f16_to_f32(float* out, const f16* in, size_t n, void* stream) {
+  cast_to_f32(out, in, n, stream);
 }
 
 }  // namespace loom::cuda

@@ -1,6 +1,7 @@
-// Device-side CUDA helpers: reductions, bf16 and 128-bit packs (error checks: cuda_check.h).
+// Device-side CUDA helpers: reductions, bf16/fp16 and 128-bit packs (error checks: cuda_check.h).
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,24 +26,52 @@ inline unsigned grid_for(size_t work, int block) {
   return (unsigned)(g < 65536 ? (g == 0 ? 1 : g) : 65536);
 }
 
-// ---- bf16 <-> fp32 ------------------------------------------------------------------
-// Device-side element type of a host-side storage type (bf16 -> __nv_bfloat16).
-template <typename T> struct DevType { using type = T; };
-template <> struct DevType<bf16> { using type = __nv_bfloat16; };
-template <typename T> using dev_t = typename DevType<T>::type;
+// ---- bf16, fp16 <-> fp32 ------------------------------------------------------------
+// Device-side element type of a host-side storage type (bf16 -> __nv_bfloat16, f16 -> __half).
+template <typename T>
+struct DevType {
+  using type = T;
+};
+template <>
+struct DevType<bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct DevType<f16> {
+  using type = __half;
+};
+static_assert(sizeof(__half) == sizeof(f16), "f16 must be bit-compatible with __half");
+template <typename T>
+using dev_t = typename DevType<T>::type;
 
 template <typename T>
-inline dev_t<T>* dev_ptr(T* p) { return reinterpret_cast<dev_t<T>*>(p); }
+inline dev_t<T>* dev_ptr(T* p) {
+  return reinterpret_cast<dev_t<T>*>(p);
+}
 template <typename T>
-inline const dev_t<T>* dev_ptr(const T* p) { return reinterpret_cast<const dev_t<T>*>(p); }
+inline const dev_t<T>* dev_ptr(const T* p) {
+  return reinterpret_cast<const dev_t<T>*>(p);
+}
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 
-template <typename T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+// fp16: magnitudes >= 65520 become +-inf (no saturation), so an overflow reaches the loss
+// scaler's non-finite check instead of being hidden.
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
 }
 
 // ---- 128-bit packs --------------------------------------------------------------------
@@ -153,7 +182,7 @@ __global__ void map2_kernel(T* out, const T* a, const T* b, size_t npacks, Op op
   }
 }
 
-// Host launcher of map2_kernel (T is the device type: float or __nv_bfloat16).
+// Host launcher of map2_kernel (T is the device type: float, __nv_bfloat16 or __half).
 template <typename T, typename Op>
 void launch_map2(T* out, const T* a, const T* b, size_t n, Op op, cudaStream_t stream) {
   if (n == 0) return;

@@ -130,11 +130,19 @@ void embedding_forward(bf16* out, const int32_t* tokens, const bf16* wte, const 
                        int T, int C, int vocab_start, int vocab_local, void* stream) {
   forward(out, tokens, wte, wpe, B, T, C, vocab_start, vocab_local, stream);
 }
+void embedding_forward(f16* out, const int32_t* tokens, const f16* wte, const f16* wpe, int B,
+                       int T, int C, int vocab_start, int vocab_local, void* stream) {
+  forward(out, tokens, wte, wpe, B, T, C, vocab_start, vocab_local, stream);
+}
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
                         int T, int C, int vocab_start, int vocab_local, void* stream) {
   backward(dwte, dwpe, dout, tokens, B, T, C, vocab_start, vocab_local, stream);
 }
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B,
+                        int T, int C, int vocab_start, int vocab_local, void* stream) {
+  backward(dwte, dwpe, dout, tokens, B, T, C, vocab_start, vocab_local, stream);
+}
+void embedding_backward(float* dwte, float* dwpe, const f16* dout, const int32_t* tokens, int B,
                         int T, int C, int vocab_start, int vocab_local, void* stream) {
   backward(dwte, dwpe, dout, tokens, B, T, C, vocab_start, vocab_local, stream);
 }

@@ -22,16 +22,20 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 namespace loom::cuda {
 
 // cuda twins on device pointers, enqueued on `stream` (a cudaStream_t). Tables and activations
-// in fp32 or bf16; the gradients dwte, dwpe always fp32 (accumulated, as the cpu twin).
+// in fp32, bf16 or fp16; the gradients dwte, dwpe always fp32 (accumulated, as the cpu twin).
 // The backward is deterministic without atomics (the cpu twin's summation order); its
 // ownership test scans earlier tokens, O(N^2 / blockDim) integer reads in the worst case.
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
                        int T, int C, int vocab_start, int vocab_local, void* stream);
 void embedding_forward(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B,
                        int T, int C, int vocab_start, int vocab_local, void* stream);
+void embedding_forward(f16* out, const int32_t* tokens, const f16* wte, const f16* wpe, int B,
+                       int T, int C, int vocab_start, int vocab_local, void* stream);
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
                         int T, int C, int vocab_start, int vocab_local, void* stream);
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B,
+                        int T, int C, int vocab_start, int vocab_local, void* stream);
+void embedding_backward(float* dwte, float* dwpe, const f16* dout, const int32_t* tokens, int B,
                         int T, int C, int vocab_start, int vocab_local, void* stream);
 
 }  // namespace loom::cuda

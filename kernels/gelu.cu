@@ -1,4 +1,4 @@
-// GELU (tanh approximation) cuda twin: elementwise forward and backward in fp32 or bf16 storage.
+// GELU (tanh approximation) cuda twin: elementwise forward and backward, fp32/bf16/fp16 storage.
 #include "kernels/cuda_common.cuh"
 #include "kernels/gelu.h"
 
@@ -52,10 +52,16 @@ void gelu_forward(float* out, const float* inp, size_t n, void* stream) {
 void gelu_forward(bf16* out, const bf16* inp, size_t n, void* stream) {
   forward(out, inp, n, stream);
 }
+void gelu_forward(f16* out, const f16* inp, size_t n, void* stream) {
+  forward(out, inp, n, stream);
+}
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, void* stream) {
   backward(dinp, inp, dout, n, stream);
 }
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, void* stream) {
+  backward(dinp, inp, dout, n, stream);
+}
+void gelu_backward(f16* dinp, const f16* inp, const f16* dout, size_t n, void* stream) {
   backward(dinp, inp, dout, n, stream);
 }
 

@@ -15,11 +15,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n); 
 namespace loom::cuda {
 
 // cuda twins on device pointers, enqueued on `stream` (a cudaStream_t; nullptr: default stream).
-// fp32 math; bf16 storage rounds the result once. dinp may alias dout.
+// fp32 math; bf16 or fp16 storage rounds the result once. dinp may alias dout.
 void gelu_forward(float* out, const float* inp, size_t n, void* stream);
 void gelu_forward(bf16* out, const bf16* inp, size_t n, void* stream);
+void gelu_forward(f16* out, const f16* inp, size_t n, void* stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, void* stream);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, void* stream);
+void gelu_backward(f16* dinp, const f16* inp, const f16* dout, size_t n, void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

@@ -62,7 +62,9 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 }
 
 // residual = a + r (stored, rounded to T), then out = LayerNorm(residual) of the stored values.
-// Each lane re-reads only the elements it wrote itself, so no barrier is needed.
+// Each lane re-reads only the elements it wrote itself, so no barrier is needed. In fp16 a sum
+// beyond 65504 is stored as inf (its row's output becomes NaN): the overflow is meant to reach
+// the loss scaler's non-finite check, not to be clamped here.
 template <int V, typename T>
 __global__ void residual_layernorm_forward_kernel(T* residual, T* out, float* mean, float* rstd,
                                                   const T* a, const T* r, const T* w, const T* b,
@@ -233,6 +235,10 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
                        const bf16* b, int N, int C, void* stream) {
   forward(out, mean, rstd, inp, w, b, N, C, stream);
 }
+void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const f16* w,
+                       const f16* b, int N, int C, void* stream) {
+  forward(out, mean, rstd, inp, w, b, N, C, stream);
+}
 void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
                                 const float* a, const float* r, const float* w, const float* b,
                                 int N, int C, void* stream) {
@@ -243,6 +249,11 @@ void residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* r
                                 void* stream) {
   residual_forward(residual, out, mean, rstd, a, r, w, b, N, C, stream);
 }
+void residual_layernorm_forward(f16* residual, f16* out, float* mean, float* rstd, const f16* a,
+                                const f16* r, const f16* w, const f16* b, int N, int C,
+                                void* stream) {
+  residual_forward(residual, out, mean, rstd, a, r, w, b, N, C, stream);
+}
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int N, int C,
                         void* stream) {
@@ -250,6 +261,11 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 }
 void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp,
                         const bf16* w, const float* mean, const float* rstd, int N, int C,
+                        void* stream) {
+  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream);
+}
+void layernorm_backward(f16* dinp, float* dw, float* db, const f16* dout, const f16* inp,
+                        const f16* w, const float* mean, const float* rstd, int N, int C,
                         void* stream) {
   backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream);
 }

@@ -22,13 +22,17 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 namespace loom::cuda {
 
 // cuda twins on device pointers, enqueued on `stream` (a cudaStream_t). Activations and the
-// gains/biases in fp32 or bf16 (the bf16 copy of the weights); statistics and weight gradients
-// always fp32. Same contracts as the cpu twins (mean/rstd may be nullptr in the forward;
-// dinp, dw, db accumulate). fp32 math throughout.
+// gains/biases in fp32, bf16 or fp16 (the low-precision copy of the weights); statistics and
+// weight gradients always fp32. Same contracts as the cpu twins (mean/rstd may be nullptr in the
+// forward; dinp, dw, db accumulate). fp32 math throughout; low-precision storage rounds each
+// stored value once. fp16 storage holds magnitudes up to 65504 only: a larger residual-stream
+// value or (loss-scaled) dinp becomes inf, which the loss scaler catches (step skipped).
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                        const float* b, int N, int C, void* stream);
 void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
                        const bf16* b, int N, int C, void* stream);
+void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const f16* w,
+                       const f16* b, int N, int C, void* stream);
 
 // Fused residual add + LayerNorm: residual (N, C) = a + r (stored), out = LayerNorm(residual).
 // Equal to residual_forward followed by layernorm_forward, in one read of a and r.
@@ -38,6 +42,9 @@ void residual_layernorm_forward(float* residual, float* out, float* mean, float*
 void residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a,
                                 const bf16* r, const bf16* w, const bf16* b, int N, int C,
                                 void* stream);
+void residual_layernorm_forward(f16* residual, f16* out, float* mean, float* rstd, const f16* a,
+                                const f16* r, const f16* w, const f16* b, int N, int C,
+                                void* stream);
 
 // dw, db reduced over rows in a fixed order (deterministic, no atomics).
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
@@ -45,6 +52,9 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         void* stream);
 void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp,
                         const bf16* w, const float* mean, const float* rstd, int N, int C,
+                        void* stream);
+void layernorm_backward(f16* dinp, float* dw, float* db, const f16* dout, const f16* inp,
+                        const f16* w, const float* mean, const float* rstd, int N, int C,
                         void* stream);
 
 }  // namespace loom::cuda

@@ -145,9 +145,20 @@ void run_or_throw(GemmHandle& h, const Call& c, cudaStream_t stream) {
                     "cuBLASLt found no algorithm for a GEMM (check the alignment of the operands)");
 }
 
-template <typename T> constexpr cudaDataType_t dtype_of();
-template <> constexpr cudaDataType_t dtype_of<float>() { return CUDA_R_32F; }
-template <> constexpr cudaDataType_t dtype_of<bf16>() { return CUDA_R_16BF; }
+template <typename T>
+constexpr cudaDataType_t dtype_of();
+template <>
+constexpr cudaDataType_t dtype_of<float>() {
+  return CUDA_R_32F;
+}
+template <>
+constexpr cudaDataType_t dtype_of<bf16>() {
+  return CUDA_R_16BF;
+}
+template <>
+constexpr cudaDataType_t dtype_of<f16>() {
+  return CUDA_R_16F;
+}
 
 template <typename TA, typename TC>
 void gemm_impl(GemmHandle& h, bool ta, bool tb, int M, int N, int K, float alpha, const TA* A,
@@ -271,12 +282,25 @@ void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float 
   gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
 }
 
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f16* A,
+          int lda, const f16* B, int ldb, float beta, f16* C, int ldc, void* stream) {
+  gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f16* A,
+          int lda, const f16* B, int ldb, float beta, float* C, int ldc, void* stream) {
+  gemm_impl(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+
 void matmul_forward(GemmHandle& h, float* out, const float* inp, const float* w, const float* bias,
                     int N, int IC, int OC, float* pre_gelu, void* stream) {
   forward(h, out, inp, w, bias, N, IC, OC, pre_gelu, stream);
 }
 void matmul_forward(GemmHandle& h, bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
                     int N, int IC, int OC, bf16* pre_gelu, void* stream) {
+  forward(h, out, inp, w, bias, N, IC, OC, pre_gelu, stream);
+}
+void matmul_forward(GemmHandle& h, f16* out, const f16* inp, const f16* w, const f16* bias, int N,
+                    int IC, int OC, f16* pre_gelu, void* stream) {
   forward(h, out, inp, w, bias, N, IC, OC, pre_gelu, stream);
 }
 
@@ -288,11 +312,18 @@ void matmul_backward(GemmHandle& h, bf16* dinp, float* dw, float* dbias, const b
                      const bf16* inp, const bf16* w, int N, int IC, int OC, void* stream) {
   backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
 }
+void matmul_backward(GemmHandle& h, f16* dinp, float* dw, float* dbias, const f16* dout,
+                     const f16* inp, const f16* w, int N, int IC, int OC, void* stream) {
+  backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
+}
 
 void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream) {
   bias_grad(dbias, dout, N, OC, stream);
 }
 void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream) {
+  bias_grad(dbias, dout, N, OC, stream);
+}
+void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream) {
   bias_grad(dbias, dout, N, OC, stream);
 }
 

@@ -70,6 +70,12 @@ void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float 
 void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
           const bf16* A, int lda, const bf16* B, int ldb, float beta, float* C, int ldc,
           void* stream);
+// fp16 twins of the two above (cuBLASLt CUDA_R_16F with CUBLAS_COMPUTE_32F: fp32 accumulation).
+// An fp16 C stores magnitudes up to 65504; beyond that the result is inf.
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f16* A,
+          int lda, const f16* B, int ldb, float beta, f16* C, int ldc, void* stream);
+void gemm(GemmHandle& h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f16* A,
+          int lda, const f16* B, int ldb, float beta, float* C, int ldc, void* stream);
 
 // out (N, OC) = inp (N, IC) @ w (IC, OC) + bias (OC, nullable), the bias in cuBLASLt's epilogue.
 // With pre_gelu (N, OC) non-null: pre_gelu = inp @ w + bias and out = gelu(pre_gelu) (cuBLASLt's
@@ -78,6 +84,8 @@ void matmul_forward(GemmHandle& h, float* out, const float* inp, const float* w,
                     int N, int IC, int OC, float* pre_gelu, void* stream);
 void matmul_forward(GemmHandle& h, bf16* out, const bf16* inp, const bf16* w, const bf16* bias,
                     int N, int IC, int OC, bf16* pre_gelu, void* stream);
+void matmul_forward(GemmHandle& h, f16* out, const f16* inp, const f16* w, const f16* bias, int N,
+                    int IC, int OC, f16* pre_gelu, void* stream);
 
 // dinp (N, IC) = dout @ w^T (overwritten; skipped when nullptr); dw (IC, OC) += inp^T @ dout
 // and dbias (OC) += column sums of dout (nullable), both fp32.
@@ -85,10 +93,13 @@ void matmul_backward(GemmHandle& h, float* dinp, float* dw, float* dbias, const 
                      const float* inp, const float* w, int N, int IC, int OC, void* stream);
 void matmul_backward(GemmHandle& h, bf16* dinp, float* dw, float* dbias, const bf16* dout,
                      const bf16* inp, const bf16* w, int N, int IC, int OC, void* stream);
+void matmul_backward(GemmHandle& h, f16* dinp, float* dw, float* dbias, const f16* dout,
+                     const f16* inp, const f16* w, int N, int IC, int OC, void* stream);
 
 // dbias (OC) += column sums of dout (N, OC): deterministic (fixed order, no atomics).
 void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream);
 void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream);
+void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

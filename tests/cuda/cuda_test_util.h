@@ -1,4 +1,4 @@
-// Helpers of the cuda kernel tests: device buffers, bf16 host conversion, norm-wise errors, skip.
+// Helpers of the cuda kernel tests: device buffers, bf16/fp16 host conversions, norm-wise errors.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -17,15 +17,22 @@
 namespace loom::cudatest {
 
 using loom::cuda::bf16;
+using loom::cuda::f16;
 
 // Tolerances (norm-wise relative error ||got - want||_2 / ||want||_2 against the cpu twin run on
 // the same inputs). fp32: the kernels compute in fp32 like the cpu twins, only the summation
 // order and FMA contraction differ. bf16: the inputs are rounded to bf16 first (the cpu twin sees
 // the same rounded values), so the error is the bf16 rounding of outputs and intermediates
-// (2^-9 relative per element), with margin.
+// (2^-9 relative per element), with margin. fp16: the same construction; every error source
+// there (rounding of stored outputs and stored intermediates such as the attention output the
+// backward reads) is proportional to the storage's unit roundoff, which is 2^-11 for fp16 (11
+// significant bits) against 2^-9 for bf16, so kTolF16 is kTolBF16 / 4: the same margin over
+// the expected error (about 10x one unit roundoff). Test inputs stay far inside fp16's range
+// (|x| <= 8, results well below 65504).
 constexpr double kTolF32 = 1e-5;        // elementwise, layernorm, matmul, cross-entropy
 constexpr double kTolF32Attn = 1e-4;    // attention (online softmax, longer reductions)
 constexpr double kTolBF16 = 2e-2;
+constexpr double kTolF16 = 5e-3;
 
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -89,6 +96,22 @@ inline std::vector<float> to_f32(const std::vector<bf16>& v) {
 
 // The values a bf16 buffer can hold: v rounded to bf16 and back.
 inline std::vector<float> round_bf16(const std::vector<float>& v) { return to_f32(to_bf16(v)); }
+
+inline std::vector<f16> to_f16(const std::vector<float>& v) {
+  std::vector<f16> r(v.size());
+  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::f16_from_float(v[i]);
+  return r;
+}
+
+inline std::vector<float> to_f32(const std::vector<f16>& v) {
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::f16_to_float(v[i]);
+  return r;
+}
+
+// The values an fp16 buffer can hold: v rounded to fp16 and back (tests/kernels/test_f16.cpp
+// checks the host rounding bit for bit; it is the same as the device's __float2half_rn).
+inline std::vector<float> round_f16(const std::vector<float>& v) { return to_f32(to_f16(v)); }
 
 // ||got - want||_2 / ||want||_2 (absolute when want is all zero); NaN anywhere gives +inf.
 inline double rel_err(const std::vector<float>& got, const std::vector<float>& want) {

@@ -106,6 +106,30 @@ TEST_F(CudaAttention, Bf16MatchesCpuOnRoundedInputs) {
   }
 }
 
+TEST_F(CudaAttention, F16MatchesCpuOnRoundedInputs) {
+  for (const Shape& s : kShapes) {
+    const int C = s.NH * s.HS;
+    const size_t n_qkv = (size_t)s.B * s.T * 3 * C, n_out = (size_t)s.B * s.T * C;
+    const size_t n_row = (size_t)s.B * s.NH * s.T;
+    auto qkv = round_f16(randu(n_qkv, 5, -2.0f, 2.0f)), dout = round_f16(randu(n_out, 6));
+    const CpuResult want = cpu_attention(qkv, dout, s);
+    DevBuf<f16> hQkv(to_f16(qkv)), hOut(n_out), hDout(to_f16(dout)), hDqkv(n_qkv);
+    DevBuf<float> dLse(n_row), dDelta(n_row);
+    cuda::attention_forward(hOut.get(), dLse.get(), hQkv.get(), s.B, s.T, C, s.NH, nullptr);
+    EXPECT_REL_LE(to_f32(hOut.download()), want.out, kTolF16, "fp16 forward out " + name(s));
+    // Scores, softmax and lse stay fp32 whatever the storage: the fp32 tolerance.
+    EXPECT_REL_LE(dLse.download(), reference_lse(qkv, s), kTolF32Attn,
+                  "fp16 lse (fp32) " + name(s));
+    cuda::attention_backward(hDqkv.get(), dDelta.get(), hDout.get(), hQkv.get(), hOut.get(),
+                             dLse.get(), s.B, s.T, C, s.NH, nullptr);
+    const auto got = to_f32(hDqkv.download());
+    EXPECT_REL_LE(got, want.dqkv, kTolF16, "fp16 backward dqkv " + name(s));
+    cuda::attention_backward(hDqkv.get(), dDelta.get(), hDout.get(), hQkv.get(), hOut.get(),
+                             dLse.get(), s.B, s.T, C, s.NH, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hDqkv.download()), got)) << "fp16 deterministic " << name(s);
+  }
+}
+
 TEST_F(CudaAttention, RejectsUnsupportedHeadSize) {
   DevBuf<float> buf(3 * 2 * 48);
   DevBuf<float> lse(2);

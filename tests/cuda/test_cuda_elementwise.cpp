@@ -62,6 +62,23 @@ TEST_F(CudaElementwise, GeluBf16MatchesCpu) {
   }
 }
 
+TEST_F(CudaElementwise, GeluF16MatchesCpu) {
+  for (size_t n : kSizes) {
+    auto x = round_f16(randu(n, 23, -6.0f, 6.0f));
+    auto g = round_f16(randu(n, 24));
+    std::vector<float> want(n), dwant(n);
+    cpu::gelu_forward(want.data(), x.data(), n);
+    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
+    DevBuf<f16> dx(to_f16(x)), dg(to_f16(g)), dy(n), ddx(n);
+    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
+    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
+    EXPECT_REL_LE(to_f32(dy.download()), want, kTolF16, "gelu_forward fp16");
+    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolF16, "gelu_backward fp16");
+    cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
+    EXPECT_REL_LE(to_f32(dg.download()), dwant, kTolF16, "gelu_backward fp16 in place");
+  }
+}
+
 TEST_F(CudaElementwise, ResidualMatchesCpu) {
   for (size_t n : kSizes) {
     auto a = randu(n, 5), b = randu(n, 6);
@@ -82,6 +99,33 @@ TEST_F(CudaElementwise, ResidualMatchesCpu) {
     // One rounding of the exact fp32 sum: exactly the host rounding of the cpu result.
     EXPECT_TRUE(bitwise_equal(to_f32(hy.download()), round_bf16(want))) << "bf16 residual";
     EXPECT_TRUE(bitwise_equal(to_f32(ha.download()), round_bf16(want))) << "bf16 add_inplace";
+
+    // fp16: the same single rounding of the exact fp32 sum, so again bitwise.
+    auto af = round_f16(a), bf = round_f16(b);
+    cpu::residual_forward(want.data(), af.data(), bf.data(), n);
+    DevBuf<f16> fa(to_f16(af)), fb(to_f16(bf)), fy(n);
+    cuda::residual_forward(fy.get(), fa.get(), fb.get(), n, nullptr);
+    cuda::add_inplace(fa.get(), fb.get(), n, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(fy.download()), round_f16(want))) << "fp16 residual";
+    EXPECT_TRUE(bitwise_equal(to_f32(fa.download()), round_f16(want))) << "fp16 add_inplace";
+  }
+}
+
+// fp16 overflow is not clamped: a sum beyond 65504 is stored as inf, for the loss scaler's
+// non-finite gradient check to see.
+TEST_F(CudaElementwise, F16OverflowBecomesInf) {
+  const size_t n = 16;
+  std::vector<float> a(n, 60000.0f), b(n, 6000.0f);
+  b[3] = -6000.0f;  // 54000: finite
+  DevBuf<f16> fa(to_f16(a)), fb(to_f16(b)), fy(n);
+  cuda::residual_forward(fy.get(), fa.get(), fb.get(), n, nullptr);
+  const auto y = to_f32(fy.download());
+  for (size_t i = 0; i < n; i++) {
+    if (i == 3) {
+      EXPECT_EQ(y[i], 54000.0f);
+    } else {
+      EXPECT_TRUE(std::isinf(y[i]) && y[i] > 0) << "element " << i << " = " << y[i];
+    }
   }
 }
 
@@ -103,6 +147,51 @@ TEST_F(CudaElementwise, CastsRoundToNearestEven) {
   }
 }
 
+TEST_F(CudaElementwise, CastsF16RoundToNearestEvenAndOverflowToInf) {
+  for (size_t n : kSizes) {
+    auto x = randu(n, 17, -100.0f, 100.0f);
+    // Specials at the front (the 4-wide path) and at the end (the scalar tail when n % 4 != 0).
+    const float specials[] = {1.00048828125f,         // 1 + 2^-11: halfway, rounds to even (1.0)
+                              1.00146484375f,         // 1 + 3 * 2^-11: halfway, rounds up
+                              65504.0f,               // largest finite
+                              65520.0f,               // midpoint to 2^16: inf
+                              -1e5f,                  // -inf
+                              std::ldexp(1.0f, -25),  // half the smallest subnormal: 0
+                              std::ldexp(3.0f, -25),  // 1.5 subnormal units: 2 units
+                              1e-7f,                  // subnormal
+                              -0.0f};
+    const size_t ns = sizeof(specials) / sizeof(specials[0]);
+    for (size_t k = 0; k < ns; k++) x[k] = specials[k];
+    x[n - 1] = 65520.0f;
+    x[n - 2] = std::ldexp(3.0f, -25);
+    x[n - 3] = std::nanf("");
+    DevBuf<float> dx(x), back(n);
+    DevBuf<f16> h(n);
+    cuda::cast_f32_to_f16(h.get(), dx.get(), n, nullptr);
+    cuda::cast_f16_to_f32(back.get(), h.get(), n, nullptr);
+    const auto got = h.download();
+    const auto want = to_f16(x);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (i == n - 3) continue;  // NaN: checked below
+      bad += got[i].bits != want[i].bits;
+    }
+    EXPECT_EQ(bad, 0u) << "cast_f32_to_f16 n=" << n;
+    EXPECT_EQ(cuda::f16_to_float(got[0]), 1.0f);
+    EXPECT_EQ(got[3].bits, 0x7c00) << "65520 -> +inf";
+    EXPECT_EQ(got[4].bits, 0xfc00) << "-1e5 -> -inf";
+    EXPECT_EQ(got[n - 1].bits, 0x7c00) << "65520 -> +inf (tail)";
+    EXPECT_EQ(got[n - 2].bits, 0x0002) << "subnormal tie to even (tail)";
+    EXPECT_EQ(got[n - 3].bits & 0x7c00, 0x7c00) << "NaN stays NaN";
+    EXPECT_NE(got[n - 3].bits & 0x03ff, 0) << "NaN stays NaN";
+    auto gb = back.download();
+    auto wb = to_f32(got);  // every fp16 value (NaN included) converts to float exactly
+    EXPECT_TRUE(std::isnan(gb[n - 3]));
+    gb[n - 3] = wb[n - 3] = 0.0f;
+    EXPECT_TRUE(bitwise_equal(gb, wb)) << "cast_f16_to_f32";
+  }
+}
+
 TEST_F(CudaElementwise, AdamWMatchesCpuOverSteps) {
   for (size_t n : kSizes) {
     auto p = randu(n, 8), m = randu(n, 9, 0.0f, 0.01f), v = randu(n, 10, 0.0f, 0.01f);
@@ -120,6 +209,30 @@ TEST_F(CudaElementwise, AdamWMatchesCpuOverSteps) {
     EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
     EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
     EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_bf16(gp))) << "bf16 copy of params";
+  }
+}
+
+// The fp16 copy is the one rounding of the fp32 master weights; without a copy (nullptr) the
+// fp32 update is the same.
+TEST_F(CudaElementwise, AdamWF16CopyAndNoCopy) {
+  for (size_t n : kSizes) {
+    auto p = randu(n, 18), m = randu(n, 19, 0.0f, 0.01f), v = randu(n, 20, 0.0f, 0.01f);
+    DevBuf<float> dp(p), dm(m), dv(v), dg(n), dp2(p), dm2(m), dv2(v);
+    DevBuf<f16> copy(n);
+    for (int step = 1; step <= 3; step++) {
+      auto g = randu(n, 200 + step);
+      const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
+      cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
+      dg.upload(g);
+      cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), n, hp, copy.get(), nullptr);
+      cuda::adamw_update(dp2.get(), dg.get(), dm2.get(), dv2.get(), n, hp, nullptr, nullptr);
+    }
+    const auto gp = dp.download();
+    EXPECT_REL_LE(gp, p, 1e-6, "adamw params (fp16 copy)");
+    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_f16(gp))) << "fp16 copy of params";
+    EXPECT_TRUE(bitwise_equal(dp2.download(), gp)) << "no copy: same fp32 update";
+    EXPECT_TRUE(bitwise_equal(dm2.download(), dm.download())) << "no copy: same m";
+    EXPECT_TRUE(bitwise_equal(dv2.download(), dv.download())) << "no copy: same v";
   }
 }
 

@@ -94,5 +94,37 @@ TEST_F(CudaEmbedding, Bf16MatchesCpuOnRoundedInputs) {
   }
 }
 
+// fp16: the forward rounds the cpu twin's fp32 sum once (bitwise equal to the host rounding);
+// dwte, dwpe are fp32 sums of the exact fp16 gradient values in the cpu twin's order (bitwise).
+TEST_F(CudaEmbedding, F16MatchesCpuOnRoundedInputs) {
+  for (const Shape& s : kShapes) {
+    const int B = s.B, T = s.T, C = s.C, N = B * T;
+    auto tokens = make_tokens(N, 11);
+    auto wte = round_f16(randu((size_t)kVl * C, 12)), wpe = round_f16(randu((size_t)T * C, 13));
+    auto dout = round_f16(randu((size_t)N * C, 14));
+    std::vector<float> out((size_t)N * C), dwte((size_t)kVl * C, 0.0f), dwpe((size_t)T * C, 0.0f);
+    cpu::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, kVstart,
+                           kVl);
+    cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, kVstart,
+                            kVl);
+    DevBuf<int32_t> dTok(tokens);
+    DevBuf<f16> hWte(to_f16(wte)), hWpe(to_f16(wpe)), hOut((size_t)N * C), hDout(to_f16(dout));
+    DevBuf<float> dDwte(std::vector<float>((size_t)kVl * C, 0.0f)),
+        dDwpe(std::vector<float>((size_t)T * C, 0.0f));
+    cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
+                            nullptr);
+    cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
+                             kVl, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_f16(out))) << "fp16 forward";
+    EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "fp16 dwte (fp32 accumulation)";
+    EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "fp16 dwpe (fp32 accumulation)";
+    // Without wpe: the rows of wte (and zeros outside the shard) exactly.
+    cpu::embedding_forward(out.data(), tokens.data(), wte.data(), nullptr, B, T, C, kVstart, kVl);
+    cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), nullptr, B, T, C, kVstart, kVl,
+                            nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), out)) << "fp16 forward without wpe";
+  }
+}
+
 }  // namespace
 }  // namespace loom::cudatest

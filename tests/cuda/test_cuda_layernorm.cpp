@@ -117,5 +117,52 @@ TEST_F(CudaLayerNorm, Bf16MatchesCpuOnRoundedInputs) {
   }
 }
 
+// fp16 twin of the bf16 test: inputs rounded to fp16, statistics and weight gradients fp32.
+TEST_F(CudaLayerNorm, F16MatchesCpuOnRoundedInputs) {
+  for (const Shape& s : kShapes) {
+    const int N = s.N, C = s.C;
+    const size_t NC = (size_t)N * C;
+    auto x = round_f16(randu(NC, 22, -2.0f, 3.0f)), w = round_f16(randu(C, 23, 0.5f, 1.5f));
+    auto b = round_f16(randu(C, 24)), g = round_f16(randu(NC, 25));
+    auto a = round_f16(randu(NC, 26)), r = round_f16(randu(NC, 27));
+    auto dx0 = round_f16(randu(NC, 28));  // dinp accumulates into what it holds
+    std::vector<float> y(NC), mean(N), rstd(N), dx = dx0, dw(C, 0.0f), db(C, 0.0f);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), N, C);
+    DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(NC),
+        hDx(to_f16(dx0));
+    DevBuf<float> dMean(N), dRstd(N), dDw(std::vector<float>(C, 0.0f)),
+        dDb(std::vector<float>(C, 0.0f));
+    cuda::layernorm_forward(hY.get(), dMean.get(), dRstd.get(), hX.get(), hW.get(), hB.get(), N, C,
+                            nullptr);
+    cuda::layernorm_backward(hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(),
+                             dMean.get(), dRstd.get(), N, C, nullptr);
+    EXPECT_REL_LE(to_f32(hY.download()), y, kTolF16, "fp16 forward " + name(s));
+    EXPECT_REL_LE(dMean.download(), mean, kTolF32, "fp16 forward mean (fp32) " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fp16 forward rstd (fp32) " + name(s));
+    EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolF16, "fp16 dinp (accumulated) " + name(s));
+    EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "fp16 dw (fp32 accumulation) " + name(s));
+    EXPECT_REL_LE(dDb.download(), db, kTolF32, "fp16 db (fp32 accumulation) " + name(s));
+
+    // Fused residual in fp16: the stored residual is the rounded sum, and the norm uses it.
+    std::vector<float> res(NC);
+    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
+    res = round_f16(res);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
+                           C);
+    DevBuf<f16> hA(to_f16(a)), hR(to_f16(r)), hRes(NC);
+    cuda::residual_layernorm_forward(hRes.get(), hY.get(), dMean.get(), dRstd.get(), hA.get(),
+                                     hR.get(), hW.get(), hB.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hRes.download()), res)) << "fp16 residual " << name(s);
+    EXPECT_REL_LE(to_f32(hY.download()), y, kTolF16, "fp16 fused out " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fp16 fused rstd (fp32) " + name(s));
+    // In place on the residual stream (residual aliasing a).
+    cuda::residual_layernorm_forward(hA.get(), hY.get(), nullptr, nullptr, hA.get(), hR.get(),
+                                     hW.get(), hB.get(), N, C, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(hA.download()), res)) << "fp16 in-place residual " << name(s);
+  }
+}
+
 }  // namespace
 }  // namespace loom::cudatest

@@ -15,7 +15,7 @@ class CudaMatmul : public CudaTest {};
 // to 1e-3 (the pre-activation it saves, to the fp32 tolerance).
 constexpr double kTolGeluEpilogue = 1e-3;
 
-TEST_F(CudaMatmul, GemmAllTransposesFp32AndBf16) {
+TEST_F(CudaMatmul, GemmAllTransposesFp32Bf16F16) {
   cuda::GemmHandle h;
   const int M = 33, N = 48, K = 40;
   for (bool ta : {false, true}) {
@@ -47,6 +47,19 @@ TEST_F(CudaMatmul, GemmAllTransposesFp32AndBf16) {
       cuda::gemm(h, ta, tb, M, N, K, 0.7f, hA.get(), lda, hB.get(), ldb, 0.5f, fC.get(), ldc,
                  nullptr);
       EXPECT_REL_LE(fC.download(), want, kTolF32, "bf16 -> fp32 gemm " + what);
+
+      // fp16 inputs (CUDA_R_16F, fp32 accumulation): fp16 and fp32 outputs.
+      auto Ah = round_f16(A), Bh = round_f16(B), Ch = round_f16(C0);
+      std::vector<float> wanth = Ch;
+      cpu::gemm(ta, tb, M, N, K, 0.7f, Ah.data(), lda, Bh.data(), ldb, 0.5f, wanth.data(), ldc);
+      DevBuf<f16> gA(to_f16(Ah)), gB(to_f16(Bh)), gC(to_f16(Ch));
+      cuda::gemm(h, ta, tb, M, N, K, 0.7f, gA.get(), lda, gB.get(), ldb, 0.5f, gC.get(), ldc,
+                 nullptr);
+      EXPECT_REL_LE(to_f32(gC.download()), wanth, kTolF16, "fp16 gemm " + what);
+      DevBuf<float> hfC(Ch);
+      cuda::gemm(h, ta, tb, M, N, K, 0.7f, gA.get(), lda, gB.get(), ldb, 0.5f, hfC.get(), ldc,
+                 nullptr);
+      EXPECT_REL_LE(hfC.download(), wanth, kTolF32, "fp16 -> fp32 gemm " + what);
     }
   }
 }
@@ -108,6 +121,41 @@ TEST_F(CudaMatmul, LinearForwardBackwardBf16) {
   EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp");
   EXPECT_REL_LE(dDw.download(), dw, kTolF32, "bf16 inputs, fp32 dw");
   EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 inputs, fp32 dbias");
+}
+
+// fp16 twin of the bf16 test above: activations fp16, weight and bias gradients fp32.
+TEST_F(CudaMatmul, LinearForwardBackwardF16) {
+  cuda::GemmHandle h;
+  const int N = 50, IC = 64, OC = 96;
+  auto x = round_f16(randu((size_t)N * IC, 14)), w = round_f16(randu((size_t)IC * OC, 15));
+  auto b = round_f16(randu(OC, 16)), g = round_f16(randu((size_t)N * OC, 17));
+  std::vector<float> y((size_t)N * OC), act((size_t)N * OC), dx((size_t)N * IC);
+  std::vector<float> dw((size_t)IC * OC, 0.0f), db(OC, 0.0f);
+  cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IC, OC);
+  cpu::gelu_forward(act.data(), y.data(), y.size());
+  cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
+  DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(y.size()),
+      hPre(y.size()), hDx(dx.size());
+  DevBuf<float> dDw(dw), dDb(db);
+  for (bool with_bias : {true, false}) {
+    std::vector<float> yb((size_t)N * OC);
+    cpu::matmul_forward(yb.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);
+    cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), with_bias ? hB.get() : nullptr, N, IC, OC,
+                         nullptr, nullptr);
+    EXPECT_REL_LE(to_f32(hY.download()), yb, kTolF16,
+                  std::string("fp16 forward bias=") + (with_bias ? "1" : "0"));
+  }
+  cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
+  EXPECT_REL_LE(to_f32(hPre.download()), y, kTolF16, "fp16 gelu epilogue pre-activation");
+  EXPECT_REL_LE(to_f32(hY.download()), act, kTolF16, "fp16 gelu epilogue output");
+  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC, OC,
+                        nullptr);
+  EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolF16, "fp16 dinp");
+  EXPECT_REL_LE(dDw.download(), dw, kTolF32, "fp16 inputs, fp32 dw");
+  EXPECT_REL_LE(dDb.download(), db, kTolF32, "fp16 inputs, fp32 dbias");
+  DevBuf<float> dDb2(std::vector<float>(OC, 0.0f));
+  cuda::bias_backward(dDb2.get(), hG.get(), N, OC, nullptr);
+  EXPECT_REL_LE(dDb2.download(), db, kTolF32, "fp16 bias_backward");
 }
 
 }  // namespace
