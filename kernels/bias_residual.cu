@@ -1,4 +1,4 @@
-// Bias + residual epilogue, cuda twin: grid-stride over 128-bit packs (or scalars), fp32 or bf16.
+// Bias + residual epilogue, cuda twin: grid-stride over 128-bit packs (or scalars), fp32, bf16 or fp16.
 #include "kernels/bias_residual.h"
 #include "kernels/cuda_common.cuh"
 
@@ -54,6 +54,10 @@ void bias_residual(float* out, const float* resid, const float* partial, const f
 }
 void bias_residual(bf16* out, const bf16* resid, const bf16* partial, const bf16* bias, int N,
                    int C, void* stream) {
+  launch(out, resid, partial, bias, N, C, stream);
+}
+void bias_residual(f16* out, const f16* resid, const f16* partial, const f16* bias, int N, int C,
+                   void* stream) {
   launch(out, resid, partial, bias, N, C, stream);
 }
 

@@ -25,6 +25,7 @@ namespace loom {
 namespace {
 
 using cuda::bf16;
+using cuda::f16;
 
 // Everything that differs between activation dtypes, in one place. fp16 is one more
 // specialization (cuda::f16 with its cast twins) and one case in make_cuda_backend; the kernels
@@ -64,6 +65,22 @@ struct Act<bf16> {
           cudaMemcpyAsync(tmp.data(), src, n * sizeof(bf16), cudaMemcpyDeviceToHost, s));
     LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < n; i++) host[i] = cuda::bf16_to_float(tmp[i]);
+  }
+};
+
+template <>
+struct Act<f16> {
+  static constexpr DType kDType = DType::F16;
+  static constexpr const char* kCompute = "fp16 compute (fp32 master weights, loss scaling)";
+  static void from_f32(f16* dst, const float* src, size_t n, cudaStream_t s) {
+    cuda::cast_f32_to_f16(dst, src, n, s);
+  }
+  static void to_host_f32(float* host, const f16* src, size_t n, cudaStream_t s) {
+    std::vector<f16> tmp(n);
+    if (n)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(tmp.data(), src, n * sizeof(f16), cudaMemcpyDeviceToHost, s));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < n; i++) host[i] = cuda::f16_to_float(tmp[i]);
   }
 };
 
@@ -121,6 +138,10 @@ class CudaBackendT final : public Backend {
   DType act_dtype() const override { return Act<T>::kDType; }
   std::string describe() const override { return description_; }
   void* stream() const override { return s(); }
+  void memory_info(size_t* free_bytes, size_t* total_bytes) const override {
+    LOOM_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+  }
+  std::string device_name() const override { return cuda::device_description(gpu_); }
 
   // ---- memory -----------------------------------------------------------------------------
   void copy(void* dst, const void* src, size_t bytes) override {
@@ -292,7 +313,7 @@ std::unique_ptr<Backend> make_cuda_backend(DType act, int gpu) {
     case DType::BF16:
       return std::make_unique<CudaBackendT<bf16>>(gpu);
     case DType::F16:
-      throw UserError("train.dtype: fp16 on device: cuda is not built yet; use bf16 (or fp32)");
+      return std::make_unique<CudaBackendT<f16>>(gpu);
     default:
       break;
   }

@@ -328,6 +328,12 @@ void check_not_yet_implemented(const Config& cfg, Checker& c) {
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
               " needs validation data; set data.valid or data.split, or eval_interval: 0"));
   if (cfg.log.tensorboard) c.add("log.tensorboard: true is not supported yet; set false");
+  if (cfg.device == "cuda" && cfg.model.n_head > 0 && cfg.model.d_model % cfg.model.n_head == 0) {
+    const int hs = cfg.model.d_model / cfg.model.n_head;
+    if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
+      c.add(str("model.d_model / model.n_head = ", hs, " (head size) is not supported by the cuda "
+                "attention kernel; choose n_head so the head size is 16, 32, 64 or 128"));
+  }
   if (cfg.device == "cuda" && !kBuiltWithCuda)
     c.add("device: cuda, but this loom was built without CUDA (LOOM_CUDA=OFF or no nvcc at "
           "build time); rebuild with ./scripts/build.sh -DLOOM_CUDA=ON, or use device: cpu");

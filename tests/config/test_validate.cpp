@@ -263,6 +263,16 @@ TEST(ConfigValidate, LowPrecisionWithZero3) {
   EXPECT_FALSE(reports(c, 1, {"zero_stage: 3 with"}));
 }
 
+TEST(ConfigValidate, CudaHeadSize) {
+  Config c = base();
+  c.device = "cuda";
+  c.model.d_model = 96;
+  c.model.n_head = 2;  // head size 48
+  EXPECT_TRUE(reports(c, 1, {"model.d_model / model.n_head = 48", "16, 32, 64 or 128"}));
+  c.device = "cpu";
+  EXPECT_FALSE(reports(c, 1, {"head size"}));
+}
+
 TEST(ConfigValidate, LossScale) {
   Config c = base();
   for (const char* ok : {"auto", "dynamic", "none", "1024", "0.5"}) {

@@ -1,4 +1,4 @@
-// The cuda Backend (fp32 and bf16 compute) against cpu_backend(), method by method.
+// The cuda Backend (fp32, bf16 and fp16 compute) against cpu_backend(), method by method.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -28,6 +28,8 @@ namespace {
 //    reference sees the same rounded values; the error is bf16 rounding of outputs and
 //    intermediates, 2^-9 per element, with margin); bitwise where the output is one rounding of
 //    the cpu's fp32 result (bias_residual, casts).
+//  fp16 backend: the same with fp16 rounding, kTolF16 = 5e-3 (2^-11 per element). Test inputs
+//    (|x| <= 100) stay inside fp16's range.
 class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DType> {
  protected:
   void SetUp() override {
@@ -44,16 +46,23 @@ class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DT
 
   Backend& be() { return *be_; }
   static Backend& ref() { return cpu_backend(); }
-  double tol(double f32_tol) const { return lowp_ ? kTolBF16 : f32_tol; }
+  bool half() const { return GetParam() == DType::F16; }
+  double tol(double f32_tol) const { return lowp_ ? (half() ? kTolF16 : kTolBF16) : f32_tol; }
   // The values an activation of this backend can hold: the cpu reference is given these.
   std::vector<float> act_vals(const std::vector<float>& v) const {
-    return lowp_ ? round_bf16(v) : v;
+    return lowp_ ? round_act(v) : v;
+  }
+  std::vector<float> round_act(const std::vector<float>& v) const {
+    return half() ? round_f16(v) : round_bf16(v);
   }
 
   // Device buffers filled and read through the backend under test.
   Buffer act(const std::vector<float>& h) {  // h: representable values (act_vals)
     Buffer d(h.size() * be_->act_size(), Device::CUDA);
-    if (lowp_) {
+    if (half()) {
+      const auto b = to_f16(h);
+      be_->from_host(d.data(), b.data(), b.size() * sizeof(f16));
+    } else if (lowp_) {
       const auto b = to_bf16(h);
       be_->from_host(d.data(), b.data(), b.size() * sizeof(bf16));
     } else {
@@ -94,17 +103,14 @@ std::vector<int32_t> rand_ids(size_t n, int hi, uint32_t seed) {
   return ids;
 }
 
-TEST(CudaBackendFactory, Fp16IsAClearUserError) {  // thrown before any CUDA call: runs anywhere
-  EXPECT_THROW(make_cuda_backend(DType::F16, 0), UserError);
-}
-
 TEST_P(CudaBackendTest, DescribesItselfAndOwnsAStream) {
   EXPECT_EQ(be().device(), Device::CUDA);
   EXPECT_EQ(be().act_dtype(), GetParam());
   EXPECT_NE(be().stream(), nullptr);
   const std::string d = be().describe();
   EXPECT_EQ(d.rfind("cuda device 0: ", 0), 0u) << d;
-  EXPECT_NE(d.find(lowp_ ? "bf16 compute" : "fp32 compute"), std::string::npos) << d;
+  const char* want = half() ? "fp16 compute" : lowp_ ? "bf16 compute" : "fp32 compute";
+  EXPECT_NE(d.find(want), std::string::npos) << d;
 }
 
 TEST_P(CudaBackendTest, MemoryOpsAndCasts) {
@@ -315,7 +321,7 @@ TEST_P(CudaBackendTest, AdamWAndGradNorm) {
     EXPECT_REL_LE(get_f32(dm, n), m, 1e-6, "adamw m");
     EXPECT_REL_LE(get_f32(dv, n), v, 1e-6, "adamw v");
     if (lowp_) {
-      EXPECT_TRUE(bitwise_equal(get_act(pact, n), round_bf16(gp))) << "compute copy";
+      EXPECT_TRUE(bitwise_equal(get_act(pact, n), round_act(gp))) << "compute copy";
     }
   }
   if (!lowp_) {
@@ -339,9 +345,9 @@ TEST_P(CudaBackendTest, AdamWAndGradNorm) {
   EXPECT_EQ(be().sum_squares_take(), 0.0) << "take resets the accumulator";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const ::testing::TestParamInfo<DType>& i) {
-                           return std::string(i.param == DType::F32 ? "fp32" : "bf16");
+                           return std::string(i.param == DType::F32 ? "fp32" : i.param == DType::BF16 ? "bf16" : "fp16");
                          });
 
 }  // namespace
