@@ -3,7 +3,8 @@
 #   scripts/launch.sh -n N [--hostfile FILE] CONFIG.yaml [--set key=value]...
 # On one machine with more ranks than cores it adds --oversubscribe and one OpenMP thread per
 # rank; as root it adds the flags OpenMPI needs. With a hostfile (one "host slots=K" line per
-# node) ranks are placed node by node, so tensor-parallel groups stay inside a node.
+# node, K = GPUs per node on GPU nodes) ranks are placed node by node, so tensor-parallel groups
+# (tp <= K) stay inside a node and each rank takes the GPU of its node-local rank.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 n=1

@@ -10,6 +10,9 @@
 #include "core/exec_ctx.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
+#ifdef LOOM_HAVE_NCCL
+#include "parallel/nccl_comm.h"
+#endif
 #include "parallel/watchdog.h"
 #include "tokenizer.h"
 #include "train/flops.h"
@@ -45,10 +48,20 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   j.pc = make_parallel_ctx(grid);
   start_comm_watchdog(cfg.parallel.comm_timeout);
   set_log_prefix(str("[loom r", j.pc->rank, " ", grid.describe(j.pc->rank), "] "), j.pc->rank == 0);
+  // Topology, decided alike on every rank: a TP group across nodes warns (strict_topology: every
+  // rank stops); on cuda each rank's GPU, a node with more ranks than GPUs stops every rank.
+  collectively([&] { check_topology(*j.pc, cfg.parallel.strict_topology); });
+  std::vector<int> gpus;  // empty on cpu: the rank map shows "-"
+#ifdef LOOM_HAVE_NCCL
+  // device: cuda (to wire): then cudaSetDevice(gpus[rank]), the cuda backend, and
+  // attach_nccl(*j.pc, backend.stream()) outside collectively() (docs/gpu-parallel.md).
+  if (cfg.device == "cuda") collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids()); });
+#endif
   configure_cpu_threads(default_num_threads(j.pc->local_size));
   const int threads = default_num_threads(j.pc->local_size);
   info("cpu backend: ", threads, threads == 1 ? " OpenMP thread" : " OpenMP threads",
        " per rank, OpenBLAS ", blas_core_name(), " kernels");
+  for (const auto& l : rank_map_lines(*j.pc, gpus)) info(l);  // rank, host, GPU, dp/pp/tp
   collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc); });
   return j;
 }

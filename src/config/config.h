@@ -40,6 +40,7 @@ struct ParallelConfig {
   std::vector<int> stage_layers;  // optional uneven split: layers per stage, sums to n_layer
   double comm_timeout = 600;      // seconds a blocking collective/recv may wait before the
                                   // watchdog names it and aborts the job; 0 disables
+  bool strict_topology = false;   // a TP group spanning nodes: false warns, true is an error
 };
 
 struct TrainConfig {

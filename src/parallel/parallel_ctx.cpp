@@ -1,7 +1,8 @@
-// Builds the per-axis MPI sub-communicators and discovers node-local ranks.
+// Builds the per-axis MPI sub-communicators, discovers node-local ranks and every rank's host.
 #include "parallel/parallel_ctx.h"
 
 #include "core/log.h"
+#include "parallel/topology.h"
 
 namespace loom {
 
@@ -16,14 +17,35 @@ Comm split_axis(MPI_Comm world, const Grid& grid, int rank, Axis axis) {
   LOOM_MPI(MPI_Comm_split(world, color, c[axis], &sub));
   return Comm(sub, axis_name(axis));
 }
+
+// Every rank's string, by rank of `comm`.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
+  int size = 1;
+  LOOM_MPI(MPI_Comm_size(comm, &size));
+  int len = int(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size)), displs(lens.size());
+  LOOM_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[size_t(r)] = total;
+    total += lens[size_t(r)];
+  }
+  std::string all(size_t(total), '\0');
+  LOOM_MPI(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                          MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(all.substr(size_t(displs[size_t(r)]), size_t(lens[size_t(r)])));
+  return out;
+}
 }  // namespace
 
 std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world) {
   auto ctx = std::make_unique<ParallelCtx>();
   ctx->grid = grid;
   ctx->world = Comm(world, "world");
-  LOOM_CHECK(ctx->world.size() == grid.size(), "world size ", ctx->world.size(),
-             " != grid size ", grid.size());
+  LOOM_CHECK(ctx->world.size() == grid.size(), "world size ", ctx->world.size(), " != grid size ",
+             grid.size());
   ctx->rank = ctx->world.rank();
   ctx->coord = grid.coord_of(ctx->rank);
   ctx->dp = split_axis(world, grid, ctx->rank, Axis::DP);
@@ -41,8 +63,7 @@ std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world)
   if (member) ctx->embed = Comm(emb, "embed");
 
   MPI_Comm node;
-  LOOM_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL,
-                               &node));
+  LOOM_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node));
   Comm node_comm(node, "node");
   ctx->local_rank = node_comm.rank();
   ctx->local_size = node_comm.size();
@@ -50,18 +71,44 @@ std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world)
   int len = 0;
   MPI_Get_processor_name(name, &len);
   ctx->host.assign(name, size_t(len));
-
-  // A TP group should live inside one node: check that all its members share our node.
-  // The lowest world rank on a node names that node.
-  int node_id = ctx->rank;
-  LOOM_MPI(MPI_Allreduce(&ctx->rank, &node_id, 1, MPI_INT, MPI_MIN, node));
-  int lo = node_id, hi = node_id;
-  LOOM_MPI(MPI_Allreduce(&node_id, &lo, 1, MPI_INT, MPI_MIN, ctx->tp.mpi()));
-  LOOM_MPI(MPI_Allreduce(&node_id, &hi, 1, MPI_INT, MPI_MAX, ctx->tp.mpi()));
-  if (lo != hi && ctx->coord.tp == 0)
-    warn("tensor-parallel group of rank ", ctx->rank, " (", grid.describe(ctx->rank),
-         ") spans nodes; keep tp <= GPUs per node and parallel.order starting with tp");
+  // Every rank's host, for the topology decisions (check_topology, gpus_for_ranks) that every
+  // rank then takes alike, and for the rank map.
+  ctx->hosts = allgather_strings(world, ctx->host);
   return ctx;
+}
+
+void check_topology(const ParallelCtx& pc, bool strict) {
+  const auto crossing = tp_groups_crossing_nodes(pc.grid, pc.hosts);
+  if (crossing.empty()) return;
+  if (strict) throw UserError(tp_crossing_message(pc.grid, pc.hosts, crossing, true));
+  if (pc.rank == 0) warn(tp_crossing_message(pc.grid, pc.hosts, crossing, false));
+}
+
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc, int gpus_on_node) {
+  std::vector<int> counts(size_t(pc.world.size()));
+  LOOM_MPI(MPI_Allgather(&gpus_on_node, 1, MPI_INT, counts.data(), 1, MPI_INT, pc.world.mpi()));
+  return assign_gpus(pc.hosts, counts);
+}
+
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc,
+                                const std::vector<std::string>& visible_ids) {
+  std::string mine;  // ids joined by '\n' (UUIDs and indices never contain one)
+  for (const auto& id : visible_ids) mine += id + "\n";
+  std::vector<std::vector<std::string>> visible;
+  for (const std::string& all : allgather_strings(pc.world.mpi(), mine)) {
+    visible.emplace_back();
+    for (size_t start = 0, end; (end = all.find('\n', start)) != std::string::npos; start = end + 1)
+      visible.back().push_back(all.substr(start, end - start));
+  }
+  return assign_gpus(pc.hosts, visible);
+}
+
+int gpu_for_rank(const ParallelCtx& pc, int gpus_on_node) {
+  return gpus_for_ranks(pc, gpus_on_node)[size_t(pc.rank)];
+}
+
+std::vector<std::string> rank_map_lines(const ParallelCtx& pc, const std::vector<int>& gpus) {
+  return format_rank_map(pc.grid, pc.hosts, gpus);
 }
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/comm.h"
 #include "parallel/grid.h"
@@ -17,13 +18,31 @@ struct ParallelCtx {
   Comm embed;  // first and last pipeline stage of the same (dp, tp); size 1 when pp == 1
   int local_rank = 0, local_size = 1;  // within the node (MPI_Comm_split_type SHARED)
   std::string host;
+  std::vector<std::string> hosts;  // every world rank's host, by world rank
 
   bool first_stage() const { return coord.pp == 0; }
   bool last_stage() const { return coord.pp == grid.size(Axis::PP) - 1; }
 };
 
 // Splits `world` (MPI_COMM_WORLD, or a sub-communicator in tests) into the axis communicators
-// of `grid`; its size must equal the grid's. Warns when a tensor-parallel group spans nodes.
+// of `grid`; its size must equal the grid's. Gathers every rank's host name.
 std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world = MPI_COMM_WORLD);
+
+// Where the tensor-parallel groups run (from pc.hosts, so every rank decides the same): when one
+// spans nodes, world rank 0 warns once, or with strict every rank throws the same UserError
+// (parallel.strict_topology). Local: no communication.
+void check_topology(const ParallelCtx& pc, bool strict);
+
+// The GPU of every world rank (topology.h's assign_gpus), from each rank's count of visible GPUs
+// or from the ids (UUIDs) of the GPUs it sees (nccl_comm.h: visible_gpu_ids()), which also
+// handles one GPU per task (srun --gpus-per-task=1). Collective over pc.world; a node with more
+// ranks than GPUs throws the same UserError on every rank.
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc, int gpus_on_node);
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc, const std::vector<std::string>& visible_ids);
+// This rank's entry of gpus_for_ranks (collective as well).
+int gpu_for_rank(const ParallelCtx& pc, int gpus_on_node);
+
+// The start-up rank map (format_rank_map) of pc's grid and hosts; gpus empty on cpu.
+std::vector<std::string> rank_map_lines(const ParallelCtx& pc, const std::vector<int>& gpus);
 
 }  // namespace loom

@@ -1,4 +1,4 @@
-// Trainer's start-up banner (config, grid table, peak FLOP/s) and end-of-run summary.
+// Trainer's start-up banner (config, peak FLOP/s) and end-of-run summary.
 #include "train/banner.h"
 
 #include <mpi.h>
@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -23,39 +22,7 @@ std::string plural_threads(int n) {
 // Process start, for the wall time of the summary (static initialization runs before main).
 const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
 
-struct PackedPlace {  // fixed-size record for MPI_Gather
-  int v[5];           // dp, pp, tp, local rank, host length
-  char host[240];
-};
 }  // namespace
-
-std::vector<RankPlace> gather_rank_places(const ParallelCtx& pc) {
-  PackedPlace mine{};
-  mine.v[0] = pc.coord.dp;
-  mine.v[1] = pc.coord.pp;
-  mine.v[2] = pc.coord.tp;
-  mine.v[3] = pc.local_rank;
-  const size_t n = std::min(pc.host.size(), sizeof mine.host);
-  mine.v[4] = int(n);
-  std::memcpy(mine.host, pc.host.data(), n);
-  const int world = pc.world.size(), root = 0;
-  std::vector<PackedPlace> all(pc.world.rank() == root ? size_t(world) : 0);
-  LOOM_MPI(MPI_Gather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE,
-                      root, pc.world.mpi()));
-  std::vector<RankPlace> out;
-  for (int r = 0; r < int(all.size()); ++r) {
-    const PackedPlace& p = all[size_t(r)];
-    RankPlace rp;
-    rp.rank = r;
-    rp.host.assign(p.host, size_t(p.v[4]));
-    rp.dp = p.v[0];
-    rp.pp = p.v[1];
-    rp.tp = p.v[2];
-    rp.local_rank = p.v[3];
-    out.push_back(rp);
-  }
-  return out;
-}
 
 bool write_resolved_config(const Config& cfg, const std::string& path, std::string* error) {
   std::error_code ec;
@@ -74,7 +41,6 @@ bool write_resolved_config(const Config& cfg, const std::string& path, std::stri
 
 void Trainer::print_banner() {
   run_clock_.reset();
-  std::vector<RankPlace> places = gather_rank_places(pc_);
   const std::string yaml_path = cfg_.run_dir() + "/config.yaml";
   if (pc_.rank == 0) {
     std::string err;
@@ -82,9 +48,6 @@ void Trainer::print_banner() {
       warn("cannot write the resolved config to ", yaml_path, ": ", err);
     for (const auto& l : format_config_banner(cfg_, count_params(cfg_.model), flops_per_token_,
                                               yaml_path))
-      info(l);
-    for (const auto& l : format_grid_table(places, dp_, cfg_.parallel.pp, cfg_.parallel.tp,
-                                           cfg_.parallel.order))
       info(l);
   }
   peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "core/check.h"
 
@@ -31,20 +30,6 @@ std::string scaled(double x, double base, const char* const* units, int n_units,
   double v = x < 0 ? -a : a;
   const char* f = u == 0 ? "%.0f" : a < 9.995 ? "%.2f" : a < 99.95 ? "%.1f" : "%.0f";
   return fmt(f, v) + sep + units[u];
-}
-
-// "0-7,16-23" for a sorted list of ranks.
-std::string ranges(const std::vector<int>& r) {
-  std::string out;
-  for (size_t i = 0; i < r.size();) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string plural(long long n, const char* one, const char* many) {
@@ -177,49 +162,6 @@ std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
                     " | betas ", o.beta1, "/", o.beta2, " eps ", o.eps, " weight decay ",
                     o.weight_decay, " | grad clip ",
                     t.grad_clip > 0 ? str(t.grad_clip) : std::string("off")));
-  return out;
-}
-
-std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places, int dp, int pp,
-                                           int tp, const std::string& order, int max_rows) {
-  std::vector<std::string> hosts;  // in order of their first rank
-  std::map<std::string, std::vector<int>> by_host;
-  for (const auto& r : places) {
-    if (!by_host.count(r.host)) hosts.push_back(r.host);
-    by_host[r.host].push_back(r.rank);
-  }
-  std::vector<std::string> out;
-  out.push_back(str("grid dp", dp, " x pp", pp, " x tp", tp, " = ",
-                    plural(long(places.size()), "rank", "ranks"), " on ",
-                    plural(long(hosts.size()), "host", "hosts"), ", rank order ", order,
-                    " (first axis innermost)"));
-  if (int(places.size()) <= max_rows) {
-    size_t w = 4;
-    for (const auto& h : hosts) w = std::max(w, std::min<size_t>(h.size(), 40));
-    char line[160];
-    std::snprintf(line, sizeof line, "  rank  %-*s  dp  pp  tp  local rank", int(w), "host");
-    out.push_back(line);
-    for (const auto& r : places) {
-      std::snprintf(line, sizeof line, "  %4d  %-*.*s  %2d  %2d  %2d  %10d", r.rank, int(w),
-                    int(w), r.host.c_str(), r.dp, r.pp, r.tp, r.local_rank);
-      out.push_back(line);
-    }
-    return out;
-  }
-  int shown = 0;
-  for (const auto& h : hosts) {
-    if (shown == max_rows) {
-      long rest = 0;
-      for (size_t i = size_t(shown); i < hosts.size(); ++i) rest += long(by_host[hosts[i]].size());
-      out.push_back(str("  ... and ", hosts.size() - size_t(shown), " more hosts with ",
-                        plural(rest, "rank", "ranks")));
-      break;
-    }
-    std::vector<int> r = by_host[h];
-    std::sort(r.begin(), r.end());
-    out.push_back(str("  ", h, ": ", plural(long(r.size()), "rank", "ranks"), " ", ranges(r)));
-    ++shown;
-  }
   return out;
 }
 

@@ -62,18 +62,6 @@ class Progress {
 std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
                                               double flops_per_token, const std::string& yaml_path);
 
-// One rank's place: host, grid coordinates and node-local rank.
-struct RankPlace {
-  int rank = 0;
-  std::string host;
-  int dp = 0, pp = 0, tp = 0;
-  int local_rank = 0;
-};
-// The rank -> host/coordinates table: a header, then one line per rank up to max_rows ranks;
-// beyond that one line per host (its ranks as ranges), up to max_rows hosts.
-std::vector<std::string> format_grid_table(const std::vector<RankPlace>& places, int dp, int pp,
-                                           int tp, const std::string& order, int max_rows = 64);
-
 // End-of-run summary.
 struct RunSummary {
   int first_step = 1, last_step = 0;

@@ -94,42 +94,6 @@ TEST(Console, EtaAfterResume) {
   EXPECT_EQ(p.first_step(), 101);
 }
 
-std::vector<RankPlace> places(int n, int per_host) {
-  std::vector<RankPlace> v;
-  for (int r = 0; r < n; ++r) {
-    RankPlace p;
-    p.rank = r;
-    p.host = "node" + std::to_string(r / per_host);
-    p.tp = r % 2;
-    p.dp = (r / 2) % 2;
-    p.pp = r / 4;
-    p.local_rank = r % per_host;
-    v.push_back(p);
-  }
-  return v;
-}
-
-TEST(Console, GridTableOneLinePerRank) {
-  auto lines = format_grid_table(places(8, 8), 2, 2, 2, "tp-dp-pp");
-  ASSERT_EQ(lines.size(), 10u);
-  EXPECT_EQ(lines[0], "grid dp2 x pp2 x tp2 = 8 ranks on 1 host, rank order tp-dp-pp (first axis "
-                      "innermost)");
-  EXPECT_EQ(lines[1], "  rank  host   dp  pp  tp  local rank");
-  EXPECT_EQ(lines[2], "     0  node0   0   0   0           0");
-  EXPECT_EQ(lines[9], "     7  node0   1   1   1           7");
-}
-
-TEST(Console, GridTableSummarizedPerHostBeyondMaxRows) {
-  auto lines = format_grid_table(places(80, 8), 2, 10, 4, "tp-dp-pp");
-  ASSERT_EQ(lines.size(), 11u);  // header + 10 hosts
-  EXPECT_TRUE(has(lines[0], "80 ranks on 10 hosts"));
-  EXPECT_EQ(lines[1], "  node0: 8 ranks 0-7");
-  EXPECT_EQ(lines[10], "  node9: 8 ranks 72-79");
-  lines = format_grid_table(places(80, 8), 2, 10, 4, "tp-dp-pp", 4);
-  ASSERT_EQ(lines.size(), 6u);
-  EXPECT_EQ(lines[5], "  ... and 6 more hosts with 48 ranks");
-}
-
 TEST(Console, ConfigBanner) {
   Config cfg;
   cfg.run.name = "quickstart";
