@@ -36,7 +36,7 @@ int world_size() {
 struct Job {
   Config cfg;
   std::unique_ptr<ParallelCtx> pc;
-  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<Trainer> trainer;  // owns the backend; detaches NCCL before it goes
 };
 
 // Config, grid, threads and the model of this rank, every step checked on every rank.
@@ -53,16 +53,28 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   collectively([&] { check_topology(*j.pc, cfg.parallel.strict_topology); });
   std::vector<int> gpus;  // empty on cpu: the rank map shows "-"
 #ifdef LOOM_HAVE_NCCL
-  // device: cuda (to wire): then cudaSetDevice(gpus[rank]), the cuda backend, and
-  // attach_nccl(*j.pc, backend.stream()) outside collectively() (docs/gpu-parallel.md).
-  if (cfg.device == "cuda") collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids()); });
+  if (cfg.device == "cuda") {
+    collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids()); });
+    j.pc->gpu = gpus[size_t(j.pc->rank)];
+  }
 #endif
   configure_cpu_threads(default_num_threads(j.pc->local_size));
   const int threads = default_num_threads(j.pc->local_size);
   info("cpu backend: ", threads, threads == 1 ? " OpenMP thread" : " OpenMP threads",
        " per rank, OpenBLAS ", blas_core_name(), " kernels");
   for (const auto& l : rank_map_lines(*j.pc, gpus)) info(l);  // rank, host, GPU, dp/pp/tp
-  collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc); });
+  // The backend (cuda: this rank's GPU and its compute stream), then NCCL on that stream for
+  // every axis, outside collectively() (its failures end the job through abort_job), then the
+  // model, whose device-memory estimate is checked before anything is allocated.
+  std::unique_ptr<Backend> backend;
+  collectively([&] { backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0)); });
+#ifdef LOOM_HAVE_NCCL
+  if (backend->device() == Device::CUDA) {
+    info(backend->describe());
+    attach_nccl(*j.pc, backend->stream());
+  }
+#endif
+  collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc, SampleFn{}, SampleFn{}, std::move(backend)); });
   return j;
 }
 

@@ -241,10 +241,7 @@ void Comm::wait_sends() {
 }
 
 void Comm::wait(MPI_Request* req) {
-  if (*req == MPI_REQUEST_NULL) {
-    if (dev_) wait_sends();  // device sends return null requests
-    return;
-  }
+  if (*req == MPI_REQUEST_NULL) return;  // also every device send (staged: see DeviceComm)
   Blocked blocked(*this, "wait");
   LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
 }

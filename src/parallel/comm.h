@@ -29,9 +29,11 @@ class DeviceComm {
   virtual void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
                            const std::vector<int>& displs, DType t) = 0;
   virtual void broadcast(void* x, size_t bytes, int root) = 0;
-  // Point-to-point as Comm's: send never blocks the host nor waits for compute that follows it
-  // on the stream; recv makes later work on the stream wait for the data. complete() returns
-  // once every send issued so far has left its buffer (the buffer may then be overwritten).
+  // Point-to-point as Comm's: send never blocks the host nor holds up later work on the compute
+  // stream, and the caller may overwrite its buffer as soon as send returns (the data is
+  // staged); recv makes later work on the stream wait for the data. complete() returns once
+  // every send issued so far has been delivered: only to drain at the end of a pipeline run
+  // (waiting on it mid-schedule can wait on a peer that waits on this rank).
   virtual void send(const void* x, size_t n, DType t, int peer) = 0;
   virtual void recv(void* x, size_t n, DType t, int peer) = 0;
   virtual void complete() = 0;
@@ -74,9 +76,9 @@ class Comm {
   // receives are all satisfiable cannot deadlock.
   MPI_Request isend(const float* x, size_t n, int peer, int tag);
   void recv(float* x, size_t n, int peer, int tag);
-  void wait(MPI_Request* req);  // a null request: also waits for pending device sends
+  void wait(MPI_Request* req);
   // The same on buffers of dtype t (host fp32 through MPI, device buffers through the
-  // DeviceComm, whose sends are waited for by wait_sends()).
+  // DeviceComm: isend then returns MPI_REQUEST_NULL; wait_sends() drains its sends).
   MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);
   void recv(void* x, size_t n, DType t, int peer, int tag);
   void wait_sends();

@@ -17,6 +17,7 @@ struct ParallelCtx {
   Comm world, dp, pp, tp;
   Comm embed;  // first and last pipeline stage of the same (dp, tp); size 1 when pp == 1
   int local_rank = 0, local_size = 1;  // within the node (MPI_Comm_split_type SHARED)
+  int gpu = -1;  // device: cuda: the CUDA device of this rank (gpus_for_ranks); -1 on cpu
   std::string host;
   std::vector<std::string> hosts;  // every world rank's host, by world rank
 

@@ -73,6 +73,7 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
   }
   for (auto& r : act_req_) pc_.pp.wait(&r);
   for (auto& r : grad_req_) pc_.pp.wait(&r);
+  pc_.pp.wait_sends();  // device sends (cuda): delivered before the step goes on
 }
 
 void PipelineExecutor::run_forward(const BatchFn& batch) {
@@ -86,6 +87,7 @@ void PipelineExecutor::run_forward(const BatchFn& batch) {
     if (!pc_.last_stage()) act_req_[0] = pc_.pp.isend(stage_.output(0), NC, act_dtype_, next, mb);
   }
   pc_.pp.wait(&act_req_[0]);
+  pc_.pp.wait_sends();
 }
 
 }  // namespace loom

@@ -14,6 +14,9 @@
 #include "model/init.h"
 #include "optim/lr_schedule.h"
 #include "train/device_fit.h"
+#ifdef LOOM_HAVE_NCCL
+#include "parallel/nccl_comm.h"
+#endif
 #include "train/flops.h"
 #include "train/signals.h"
 #include "train/startup.h"
@@ -31,15 +34,41 @@ bool fault_nan_grads(int step) {
 }
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid)
-    : cfg_(cfg), pc_(pc), samples_(std::move(samples)), valid_(std::move(valid)) {
+Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid,
+                 std::unique_ptr<Backend> backend)
+    : cfg_(cfg), pc_(pc), be_(std::move(backend)), samples_(std::move(samples)),
+      valid_(std::move(valid)) {
+  try {
+    build();
+  } catch (...) {
+    release_device_comms();  // before the backend (and its stream) goes with this object
+    throw;
+  }
+}
+
+void Trainer::release_device_comms() {
+#ifdef LOOM_HAVE_NCCL
+  // The communicators run on the backend's stream: drop them first.
+  if (be_ && be_->device() == Device::CUDA && pc_.world.device_comm() != nullptr) detach_nccl(pc_);
+#endif
+}
+
+void Trainer::build() {
+  const Config& cfg = cfg_;
+  ParallelCtx& pc = pc_;
   const auto& par = cfg.parallel;
   dp_ = pc.grid.size(Axis::DP);
   microbatches_ = cfg.train.global_batch_size / (dp_ * par.micro_batch_size);
   layout_ = std::make_unique<ParamLayout>(cfg.model, par.tp, pc.coord.tp, par.pp, pc.coord.pp,
                                           par.stage_layers);
   int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
-  be_ = make_backend(cfg.device, cfg.train.dtype, pc.local_rank);
+  if (!be_) {
+    be_ = make_backend(cfg.device, cfg.train.dtype, std::max(pc.gpu, 0));
+#ifdef LOOM_HAVE_NCCL
+    if (be_->device() == Device::CUDA && pc.world.device_comm() == nullptr)
+      attach_nccl(pc, be_->stream());
+#endif
+  }
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);
@@ -73,7 +102,7 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
   flops_per_token_ = flops_per_token(cfg.model);
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() { release_device_comms(); }
 
 void Trainer::init_weights() {
   std::vector<float> full(layout_->total());

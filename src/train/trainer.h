@@ -36,8 +36,11 @@ using SampleFn = std::function<void(int64_t first, int rows, int32_t* inputs, in
 class Trainer {
  public:
   // cfg must be validated; dp resolved (cfg.parallel.dp == world / (tp*pp)). Samples come from
-  // `samples` when given (tests), else from the datasets of cfg.data.
-  Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples = {}, SampleFn valid = {});
+  // `samples` when given (tests), else from the datasets of cfg.data. backend: the device to run
+  // on (null: made from cfg.device and cfg.train.dtype on GPU pc.gpu; a cuda backend made here
+  // also gets NCCL attached to pc's communicators, collectively).
+  Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples = {}, SampleFn valid = {},
+          std::unique_ptr<Backend> backend = nullptr);
   ~Trainer();
 
   // Random init (train.seed) or train.init_from; collective.
@@ -68,6 +71,8 @@ class Trainer {
   const Timers& timers() const { return timers_; }
 
  private:
+  void build();                 // the constructor's work
+  void release_device_comms();  // NCCL off pc_'s communicators (cuda), before be_ goes
   void log_step(const StepStats& s);
   void print_breakdown(int steps);
   void print_memory();
