@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "parallel/grid.h"
 #include "tests/parallel/equivalence_util.h"
@@ -103,6 +104,53 @@ TEST(LossScaling, DynamicSkipsOverflowsAndResumesExactly) {
     EXPECT_EQ(ds.steps[size_t(k + j)].grad_norm, u.steps[size_t(j)].grad_norm) << j + 1;
   }
   EXPECT_TRUE(bitwise_equal(ds.params, u.params));
+}
+
+// The scaler's state and the skipped-step count live in checkpoints: a run saved after step 3
+// and resumed equals the uninterrupted run, including when the scale next doubles (window 2:
+// the clean-step count must survive the restart) and AdamW's applied-update count.
+TEST(LossScaling, ResumeKeepsTheScalerState) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Config c = base();
+  c.train.loss_scale = "dynamic";
+  c.train.initial_loss_scale = 65536;
+  c.train.loss_scale_window = 2;
+  c.train.steps = 6;
+  c.checkpoint.dir = std::string(LOOM_BINARY_DIR) + "/test_loss_scaling/rank" + std::to_string(rank);
+  std::filesystem::remove_all(c.checkpoint.dir);
+  SampleFn data = test::synthetic_samples(c.model.vocab_size, c.model.seq_len);
+  setenv("LOOM_FAULT_NAN_GRADS", "1,2", 1);
+  auto run = [&](int from_resume, int until, int save_at) {
+    Config r = c;
+    r.checkpoint.resume = from_resume ? "auto" : "none";
+    auto pc = make_parallel_ctx(Grid(1, 1, 1), MPI_COMM_SELF);
+    Trainer t(r, *pc, data);
+    t.init_weights();
+    t.resume();
+    TrainRun out;
+    for (int s = t.start_step() + 1; s <= until; ++s) {
+      out.steps.push_back(t.train_step(s));
+      if (s == save_at) t.save(s);
+    }
+    out.params = t.full_params();
+    return out;
+  };
+  TrainRun straight = run(false, 6, -1);
+  TrainRun first = run(false, 3, 3);
+  TrainRun second = run(true, 6, -1);
+  unsetenv("LOOM_FAULT_NAN_GRADS");
+  ASSERT_EQ(first.steps.size(), 3u);
+  ASSERT_EQ(second.steps.size(), 3u);
+  EXPECT_TRUE(straight.steps[0].skipped && straight.steps[1].skipped);
+  EXPECT_EQ(straight.steps[4].loss_scale, 32768.0);  // 2^16 -> 2^14 (skips), doubled after step 4
+  for (size_t i = 0; i < 3; ++i) {
+    const StepStats &a = second.steps[i], &b = straight.steps[i + 3];
+    EXPECT_EQ(a.loss, b.loss) << "step " << i + 4;
+    EXPECT_EQ(a.loss_scale, b.loss_scale) << "step " << i + 4;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << i + 4;
+  }
+  EXPECT_TRUE(bitwise_equal(second.params, straight.params));
 }
 
 }  // namespace
