@@ -50,6 +50,7 @@ uint64_t baseline_rss() {
   return base;
 }
 
+
 // A model whose memory is large next to the baseline but cheap to step: a wide vocabulary
 // (big embedding, head logits) over 2 thin layers.
 Config heavy_config(int dp, int pp, int tp, int micro, int zero) {
@@ -95,7 +96,9 @@ void check(const Config& cfg) {
               test::world_rank(), test::layout_name(cfg).c_str(), base / mib, before / mib,
               model_total / mib, peak / mib, used / mib, 100 * err,
               (double(init_peak) - double(base)) / mib);
-  EXPECT_GT(double(model_total), 2.0 * double(base)) << "the model must dominate the baseline";
+  // The model must be large against the page-level noise of RSS (a few MiB); the empty
+  // process itself (100+ MiB of libraries in CUDA builds) cancels out in peak - base.
+  EXPECT_GT(double(model_total), 64.0 * mib) << "the model must dominate the measurement noise";
   EXPECT_LT(std::abs(err), kTolerance) << test::layout_name(cfg);
   MPI_Barrier(MPI_COMM_WORLD);
 }
