@@ -40,6 +40,8 @@ struct ParallelConfig {
   std::vector<int> stage_layers;  // optional uneven split: layers per stage, sums to n_layer
   double comm_timeout = 600;      // seconds a blocking collective/recv may wait before the
                                   // watchdog names it and aborts the job; 0 disables
+  bool overlap = false;           // start DP reductions, ZeRO-3 gathers and pipeline receives
+                                  // early and wait where needed (docs/overlap.md)
 };
 
 struct TrainConfig {

@@ -32,6 +32,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(parallel, order, String),
       LOOM_FIELD(parallel, stage_layers, IntList),
       LOOM_FIELD(parallel, comm_timeout, Double),
+      LOOM_FIELD(parallel, overlap, Bool),
       LOOM_FIELD(train, global_batch_size, Int),
       LOOM_FIELD(train, steps, Int),
       LOOM_FIELD(train, seed, UInt64),
