@@ -41,6 +41,8 @@ struct ParallelConfig {
   double comm_timeout = 600;      // seconds a blocking collective/recv may wait before the
                                   // watchdog names it and aborts the job; 0 disables
   bool strict_topology = false;   // a TP group spanning nodes: false warns, true is an error
+  bool overlap = false;           // start DP reductions, ZeRO-3 gathers and pipeline receives
+                                  // early and wait where needed (docs/overlap.md)
 };
 
 struct TrainConfig {

@@ -148,8 +148,10 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
   Slot& s = slots_[size_t(slot)];
   const int B = dims_.B, T = dims_.T, C = dims_.C, N = dims_.N();
   const bool ends = layout_.first_stage() || layout_.last_stage();
+  const int first = layout_.layers().first_layer, L = int(w_.size());
   if (ends) gather(-1);  // embeddings, final norm, classifier
   if (layout_.first_stage()) {
+    prefetch(first);  // during the embedding
     be_.from_host(s.tokens, tokens, size_t(N) * sizeof(int32_t));
     // Position embeddings are added by one TP rank so the all-reduce counts them once.
     const void* wpe = layout_.tp_rank() == 0 ? cw("wpe.weight") : nullptr;
@@ -157,11 +159,13 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
                           layout_.vocab_start(), layout_.vocab_local());
     pc_.tp.all_reduce(s.xs[0], size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   }
-  const int first = layout_.layers().first_layer;
-  for (size_t l = 0; l < w_.size(); ++l) {
-    gather(first + int(l));
-    block_forward(be_, s.xs[l + 1], s.xs[l], w_[l], s.layers[l], bs_, dims_, pc_.tp);
-    release(first + int(l));
+  for (int l = 0; l < L; ++l) {
+    gather(first + l);
+    if (l + 1 < L) prefetch(first + l + 1);
+    const size_t i = size_t(l);
+    block_forward(be_, s.xs[i + 1], s.xs[i], w_[i], s.layers[i], bs_, dims_, pc_.tp);
+    release(first + l);
+    poll();
   }
   if (layout_.last_stage()) {
     if (targets && targets_) {  // device backends read a device copy
@@ -233,16 +237,19 @@ void GPTStage::backward(int slot, const void* dout, void* dinput) {
   Slot& s = slots_[size_t(slot)];
   const void* dcur = layout_.last_stage() ? s.dfinal : dout;
   LOOM_CHECK(dcur != nullptr, "backward of a middle stage needs the output gradient");
-  const int L = int(w_.size());
+  const int L = int(w_.size()), first = layout_.layers().first_layer;
   for (int l = L - 1; l >= 0; --l) {
     void* dnext = (l == 0 && dinput) ? dinput : dbuf_[(L - 1 - l) % 2];
-    gather(layout_.layers().first_layer + l);
+    gather(first + l);
+    if (l > 0) prefetch(first + l - 1);
     recompute(s, l);
+    if (hooks_.layer_begin) hooks_.layer_begin(first + l);
     block_backward(be_, dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
-    release(layout_.layers().first_layer + l);
+    release(first + l);
     dcur = dnext;
-    if (hooks_.layer_done) hooks_.layer_done(layout_.layers().first_layer + l);
+    if (hooks_.layer_done) hooks_.layer_done(first + l);
+    poll();
   }
   if (layout_.first_stage()) {
     be_.embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B,

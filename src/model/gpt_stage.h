@@ -19,9 +19,12 @@ namespace loom {
 
 // Where gradients go. By default one flat buffer shaped like the parameters (grads()). A sharded
 // optimizer (ZeRO-2) instead places each tensor's gradient itself and takes them over after
-// each layer's backward and after each micro-batch's backward, every micro-batch.
+// each layer's backward and after each micro-batch's backward, every micro-batch. Any hook may
+// be empty; with `where` empty the default buffer is used and the other hooks still run (ZeRO
+// 0/1 with parallel.overlap start their reductions from layer_done).
 struct GradHooks {
   std::function<float*(const ParamSpec&)> where;  // storage of each tensor's gradient
+  std::function<void(int layer)> layer_begin;     // right before a layer's backward writes them
   std::function<void(int layer)> layer_done;      // global layer index; its grads are final
   std::function<void()> backward_done;            // end of one micro-batch's backward
 };
@@ -29,10 +32,14 @@ struct GradHooks {
 // Where parameters live. By default one flat buffer (params()). ZeRO-3 keeps only a shard and
 // gathers each layer's parameters (layer >= 0), or the embedding/final-norm/head tensors
 // (layer -1), into working buffers right before use and releases them after.
+// With parallel.overlap, prefetch(layer) announces the layer the pass gathers next, called
+// right after the current layer's gather and before its compute, so its gather may run during
+// that compute (in forward order in forward, reverse order in backward).
 struct ParamHooks {
   std::function<float*(const ParamSpec&)> where;  // working copy of each tensor
   std::function<void(int layer)> gather;
   std::function<void(int layer)> release;
+  std::function<void(int layer)> prefetch;
 };
 
 // Activation recomputation (train.recompute): none keeps every layer's activations per
@@ -91,6 +98,11 @@ class GPTStage {
   // the act dtype on the backend's device.
   void backward(int slot, const void* dout, void* dinput);
 
+  // Called between layers in forward and backward: lets non-blocking communication started by
+  // the optimizer or the executor progress (MPI without a progress thread moves data only
+  // inside MPI calls). Empty: nothing.
+  void set_progress(std::function<void()> poll) { progress_ = std::move(poll); }
+
   double loss_sum() const { return loss_sum_; }
   void reset_loss() { loss_sum_ = 0; }
   void zero_grads() { be_.zero(grads_buf_.data(), grads_buf_.bytes()); }  // default placement
@@ -110,6 +122,12 @@ class GPTStage {
   const void* cw(const std::string& name) const { return cw(layout_.get(name)); }
   void gather(int layer) { if (phooks_.gather) phooks_.gather(layer); }
   void release(int layer) { if (phooks_.release) phooks_.release(layer); }
+  void prefetch(int layer) {
+    if (phooks_.prefetch) phooks_.prefetch(layer);
+  }
+  void poll() {
+    if (progress_) progress_();
+  }
   void head(Slot& s, const int32_t* targets, float dloss);
   void recompute(Slot& s, int layer);
 
@@ -122,6 +140,7 @@ class GPTStage {
   GradHooks hooks_;
   ParamHooks phooks_;
   Recompute recompute_;
+  std::function<void()> progress_;
   void* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
   Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)

@@ -1,5 +1,6 @@
-// ZeRO stages 0-2 over the data-parallel group: shard arithmetic, gradient reduction and
-// placement, sharded AdamW and the parameter all-gather.
+// ZeRO stages 0-3 over the data-parallel group: shard arithmetic, gradient reduction and
+// placement (blocking, or started early with parallel.overlap), sharded AdamW and the parameter
+// all-gather.
 #include "optim/zero.h"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 namespace loom {
 
 namespace {
-constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel all-reduce call
+constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel reduction call
 }
 
 size_t zero_shard_size(size_t total, int dp) { return (total + size_t(dp) - 1) / size_t(dp); }
@@ -21,9 +22,16 @@ ShardRange zero_shard(size_t total, int dp, int rank) {
 
 ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
                              Backend* be)
-    : layout_(layout), cfg_(cfg.optimizer), pc_(pc), be_(be ? *be : cpu_backend()),
-      stage_(cfg.optimizer.zero_stage), dp_(pc.dp.size()) {
+    : layout_(layout),
+      cfg_(cfg.optimizer),
+      pc_(pc),
+      be_(be ? *be : cpu_backend()),
+      stage_(cfg.optimizer.zero_stage),
+      dp_(pc.dp.size()),
+      overlap_(cfg.parallel.overlap) {
   const Device dev = be_.device();
+  const int per_step = dp_ * cfg.parallel.micro_batch_size;
+  microbatches_ = per_step > 0 ? cfg.train.global_batch_size / per_step : 0;
   tied_across_stages_ = cfg.model.tie_embeddings && pc.grid.size(Axis::PP) > 1;
   shard_size_ = zero_shard_size(layout.total(), dp_);
   shard_ = stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
@@ -32,10 +40,8 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
   v_ = Buffer(state * sizeof(float), dev);
   m_.zero();
   v_.zero();
-  if (stage_ < 2) return;
 
-  // Stage 2: the reduced gradient shard, a staging buffer for one layer, one for the rest.
-  grad_shard_ = Buffer(shard_size_ * sizeof(float), dev);
+  // Each local layer's flat range; the rest (embeddings, final norm, head) apart.
   std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
   size_t other = 0;
   for (const ParamSpec& p : layout.params()) {
@@ -53,12 +59,18 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
     layer_end_.push_back(r.second);
     widest = std::max(widest, r.second - r.first);
   }
-  layer_stage_ = Buffer(widest * sizeof(float), dev);
+  if (stage_ < 2) return;
+
+  // Stage 2: the reduced gradient shard, a staging buffer for one layer (two with overlap), one
+  // for the rest.
+  grad_shard_ = Buffer(shard_size_ * sizeof(float), dev);
+  const int copies = overlap_ ? 2 : 1;
+  for (int b = 0; b < copies; ++b) layer_stage_[b] = Buffer(widest * sizeof(float), dev);
   other_stage_ = Buffer(other * sizeof(float), dev);
   if (stage_ == 3) {
     param_shard_ = Buffer(shard_size_ * sizeof(float), dev);
     param_shard_.zero();
-    layer_work_ = Buffer(widest * sizeof(float), dev);
+    for (int b = 0; b < copies; ++b) layer_work_[b] = Buffer(widest * sizeof(float), dev);
     other_work_ = Buffer(other * sizeof(float), dev);
   }
 }
@@ -72,17 +84,21 @@ bool ZeroOptimizer::deferred(const ParamSpec& p) const {
 ParamHooks ZeroOptimizer::param_hooks() {
   if (stage_ < 3) return {};
   ParamHooks h;
-  const int first_layer = layout_.layers().first_layer;
-  h.where = [this, first_layer](const ParamSpec& p) {
+  h.where = [this](const ParamSpec& p) {
     if (p.layer >= 0)
-      return static_cast<float*>(layer_work_.data()) +
-             (p.offset - layer_begin_[size_t(p.layer - first_layer)]);
+      return static_cast<float*>(layer_work_[buf(p.layer)].data()) +
+             (p.offset - layer_begin_[local(p.layer)]);
     return static_cast<float*>(other_work_.data()) + other_offset_.at(p.offset);
   };
-  h.gather = [this, first_layer](int layer) {
+  h.gather = [this](int layer) {
     if (layer >= 0) {
-      size_t l = size_t(layer - first_layer);
-      gather_range(layer_begin_[l], layer_end_[l], static_cast<float*>(layer_work_.data()));
+      const int b = buf(layer);
+      InFlight& f = fetched_[b];
+      for (CommRequest& r : f.reqs) pc_.dp.wait(r);  // this layer's prefetch, or another's
+      if (f.layer != layer)                          // not prefetched: gather now
+        gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
+                     static_cast<float*>(layer_work_[b].data()));
+      f = InFlight{};
       return;
     }
     for (const ParamSpec& p : layout_.params())
@@ -91,21 +107,53 @@ ParamHooks ZeroOptimizer::param_hooks() {
                      static_cast<float*>(other_work_.data()) + other_offset_.at(p.offset));
   };
   h.release = [](int) {};  // the working buffers are simply reused by the next gather
+  if (!overlap_) return h;
+  // The announced layer goes to the other working buffer, which no compute is reading: the
+  // current layer computes from its own (layers alternate between the two).
+  h.prefetch = [this](int layer) {
+    InFlight& f = fetched_[buf(layer)];
+    if (f.layer == layer) return;
+    for (CommRequest& r : f.reqs) pc_.dp.wait(r);
+    f.reqs.clear();
+    f.reqs.push_back(start_gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
+                                        static_cast<float*>(layer_work_[buf(layer)].data())));
+    f.layer = layer;
+  };
   return h;
+}
+
+ShardRange ZeroOptimizer::owned_by(size_t begin, size_t end, int d) const {
+  size_t lo = std::max(begin, size_t(d) * shard_size_);
+  size_t hi = std::min(end, size_t(d + 1) * shard_size_);
+  return lo < hi ? ShardRange{lo, hi} : ShardRange{lo, lo};
+}
+
+// Every DP rank's part of flat range [begin, end) as all_gatherv counts and displacements;
+// returns this rank's part of its parameter shard.
+const float* ZeroOptimizer::gather_args(size_t begin, size_t end, std::vector<int>& counts,
+                                        std::vector<int>& displs) const {
+  counts.assign(size_t(dp_), 0);
+  displs.assign(size_t(dp_), 0);
+  for (int d = 0; d < dp_; ++d) {
+    ShardRange o = owned_by(begin, end, d);
+    counts[size_t(d)] = int(o.hi - o.lo);
+    displs[size_t(d)] = o.lo < o.hi ? int(o.lo - begin) : 0;
+  }
+  size_t lo = std::max(begin, shard_.lo);
+  return param_shard() + (lo < shard_.hi ? lo - shard_.lo : 0);
 }
 
 // out (end - begin) = elements [begin, end) of the flat layout, from every DP rank's shard.
 void ZeroOptimizer::gather_range(size_t begin, size_t end, float* out) {
-  std::vector<int> counts(static_cast<size_t>(dp_)), displs(counts.size());
-  for (int d = 0; d < dp_; ++d) {
-    size_t lo = std::max(begin, size_t(d) * shard_size_);
-    size_t hi = std::min(end, size_t(d + 1) * shard_size_);
-    counts[size_t(d)] = lo < hi ? int(hi - lo) : 0;
-    displs[size_t(d)] = lo < hi ? int(lo - begin) : 0;
-  }
-  size_t lo = std::max(begin, shard_.lo);
-  const float* mine = param_shard() + (lo < shard_.hi ? lo - shard_.lo : 0);
+  std::vector<int> counts, displs;
+  const float* mine = gather_args(begin, end, counts, displs);
   pc_.dp.all_gatherv(mine, out, counts, displs);
+}
+
+CommRequest ZeroOptimizer::start_gather_range(size_t begin, size_t end, float* out) {
+  std::vector<int> counts, displs;
+  const float* mine = gather_args(begin, end, counts, displs);
+  return pc_.dp.start_all_gatherv(mine, out, std::move(counts), std::move(displs));
 }
 
 void ZeroOptimizer::set_full_params(const float* full) {
@@ -129,21 +177,52 @@ void ZeroOptimizer::get_full_params(float* full) {
 }
 
 GradHooks ZeroOptimizer::grad_hooks() {
-  if (stage_ < 2) return {};
   GradHooks h;
-  const int first_layer = layout_.layers().first_layer;
-  h.where = [this, first_layer](const ParamSpec& p) {
+  if (stage_ < 2) {
+    if (!overlap_) return h;
+    // The model's flat buffer. During the last micro-batch's backward a layer's gradients are
+    // final once it is done: start its all-reduce; the non-layer tensors at the end of that
+    // backward (the tied embedding waits for the embed group, in reduce_grads_and_norm).
+    h.layer_done = [this](int layer) {
+      if (backwards_ == microbatches_ - 1)
+        start_all_reduce(layer_begin_[local(layer)], layer_end_[local(layer)]);
+    };
+    h.backward_done = [this] {
+      LOOM_CHECK(++backwards_ <= microbatches_, "backward pass ", backwards_, " of a step of ",
+                 microbatches_, " micro-batches");
+      if (backwards_ < microbatches_) return;
+      for (const ParamSpec& p : layout_.params())
+        if (p.layer < 0 && !deferred(p)) start_all_reduce(p.offset, p.offset + p.numel());
+    };
+    return h;
+  }
+  h.where = [this](const ParamSpec& p) {
     if (p.layer >= 0)
-      return static_cast<float*>(layer_stage_.data()) +
-             (p.offset - layer_begin_[size_t(p.layer - first_layer)]);
+      return static_cast<float*>(layer_stage_[buf(p.layer)].data()) +
+             (p.offset - layer_begin_[local(p.layer)]);
     return static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
   };
-  h.layer_done = [this, first_layer](int layer) {
-    size_t l = size_t(layer - first_layer);
-    float* data = static_cast<float*>(layer_stage_.data());
-    reduce_to_owners(layer_begin_[l], layer_end_[l], data);
-    be_.zero(data, (layer_end_[l] - layer_begin_[l]) * sizeof(float));
+  h.layer_done = [this](int layer) {
+    const size_t l = local(layer);
+    const int b = buf(layer);
+    float* data = static_cast<float*>(layer_stage_[b].data());
+    if (!overlap_) {
+      reduce_to_owners(layer_begin_[l], layer_end_[l], data);
+      be_.zero(data, (layer_end_[l] - layer_begin_[l]) * sizeof(float));
+      return;
+    }
+    // In flight until the buffer is needed again (layer_begin of the next layer using it) or
+    // the step's gradients are (reduce_grads_and_norm).
+    LOOM_CHECK(staged_[b].layer < 0, "staging buffer ", b, " reused before its reduce finished");
+    for (int d = 0; d < dp_; ++d) {
+      ShardRange o = owned_by(layer_begin_[l], layer_end_[l], d);
+      for (size_t off = o.lo; off < o.hi; off += kBucket)
+        staged_[b].reqs.push_back(
+            pc_.dp.start_reduce(data + (off - layer_begin_[l]), std::min(kBucket, o.hi - off), d));
+    }
+    staged_[b].layer = layer;
   };
+  if (overlap_) h.layer_begin = [this](int layer) { settle(buf(layer)); };
   h.backward_done = [this] {
     for (const ParamSpec& p : layout_.params()) {
       if (p.layer >= 0 || deferred(p)) continue;
@@ -162,12 +241,17 @@ void ZeroOptimizer::attach(GPTStage& stage) {
 }
 
 void ZeroOptimizer::zero_grad() {
+  backwards_ = 0;
+  for (CommRequest& r : reduces_) pc_.dp.wait(r);  // none unless a step was cut short
+  reduces_.clear();
   if (stage_ < 2) {
     model_->zero_grads();
     return;
   }
+  settle(0);
+  settle(1);
   be_.zero(grad_shard_.data(), grad_shard_.bytes());
-  be_.zero(layer_stage_.data(), layer_stage_.bytes());
+  for (Buffer& b : layer_stage_) be_.zero(b.data(), b.bytes());
   be_.zero(other_stage_.data(), other_stage_.bytes());
 }
 
@@ -176,16 +260,43 @@ void ZeroOptimizer::zero_grad() {
 void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
   const int me = pc_.dp.rank();
   for (int d = 0; d < dp_; ++d) {
-    size_t lo = std::max(begin, size_t(d) * shard_size_);
-    size_t hi = std::min(end, size_t(d + 1) * shard_size_);
-    if (lo >= hi) continue;
-    float* piece = data + (lo - begin);
-    pc_.dp.reduce(piece, hi - lo, d);
+    ShardRange o = owned_by(begin, end, d);
+    if (o.lo >= o.hi) continue;
+    float* piece = data + (o.lo - begin);
+    pc_.dp.reduce(piece, o.hi - o.lo, d);
     if (d == me) {
-      float* dst = static_cast<float*>(grad_shard_.data()) + (lo - shard_.lo);
-      be_.add_inplace(dst, piece, hi - lo);
+      float* dst = static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo);
+      be_.add_inplace(dst, piece, o.hi - o.lo);
     }
   }
+}
+
+void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
+  for (size_t off = begin; off < end; off += kBucket)
+    reduces_.push_back(pc_.dp.start_all_reduce(model_->grads() + off, std::min(kBucket, end - off),
+                                               ReduceOp::Sum));
+}
+
+// Completes the reduces from staging buffer b as reduce_to_owners would have: the owned part of
+// the layer's range is added to the gradient shard, and the buffer is zeroed for its next layer.
+void ZeroOptimizer::settle(int b) {
+  InFlight& s = staged_[b];
+  if (s.layer < 0) return;
+  for (CommRequest& r : s.reqs) pc_.dp.wait(r);
+  const size_t begin = layer_begin_[local(s.layer)], end = layer_end_[local(s.layer)];
+  float* data = static_cast<float*>(layer_stage_[b].data());
+  ShardRange o = owned_by(begin, end, pc_.dp.rank());
+  if (o.lo < o.hi)
+    be_.add_inplace(static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo),
+                    data + (o.lo - begin), o.hi - o.lo);
+  be_.zero(data, (end - begin) * sizeof(float));
+  s = InFlight{};
+}
+
+void ZeroOptimizer::progress() {
+  for (CommRequest& r : reduces_) pc_.dp.test(r);
+  for (InFlight* f : {&staged_[0], &staged_[1], &fetched_[0], &fetched_[1]})
+    for (CommRequest& r : f->reqs) pc_.dp.test(r);
 }
 
 const float* ZeroOptimizer::shard_grads() const {
@@ -194,15 +305,27 @@ const float* ZeroOptimizer::shard_grads() const {
 }
 
 double ZeroOptimizer::reduce_grads_and_norm() {
+  const bool started = overlap_ && backwards_ == microbatches_;  // stages 0/1: during backward
   if (stage_ < 2) {
     float* grads = model_->grads();
     if (tied_across_stages_ && pc_.embed.size() > 1) {
       const ParamSpec& wte = layout_.get("wte.weight");
       pc_.embed.all_reduce(grads + wte.offset, wte.numel(), ReduceOp::Sum);
+      if (started) start_all_reduce(wte.offset, wte.offset + wte.numel());
     }
-    for (size_t off = 0; off < layout_.total(); off += kBucket)
-      pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
-  } else if (tied_across_stages_ && pc_.embed.size() > 1) {
+    if (!started) {
+      LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
+      for (size_t off = 0; off < layout_.total(); off += kBucket)
+        pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
+    }
+    for (CommRequest& r : reduces_) pc_.dp.wait(r);
+    reduces_.clear();
+  }
+  if (stage_ >= 2) {  // the last layers' reduces in flight (overlap)
+    settle(0);
+    settle(1);
+  }
+  if (stage_ >= 2 && tied_across_stages_ && pc_.embed.size() > 1) {
     const ParamSpec& wte = layout_.get("wte.weight");
     float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(wte.offset);
     pc_.embed.all_reduce(data, wte.numel(), ReduceOp::Sum);
@@ -248,9 +371,9 @@ MemoryReport ZeroOptimizer::memory() const {
   MemoryReport r;
   r.params = (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) +
              model_->compute_weight_bytes();
-  r.param_buckets = layer_work_.bytes() + other_work_.bytes();
+  r.param_buckets = layer_work_[0].bytes() + layer_work_[1].bytes() + other_work_.bytes();
   r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
-  r.grad_buckets = layer_stage_.bytes() + other_stage_.bytes();
+  r.grad_buckets = layer_stage_[0].bytes() + layer_stage_[1].bytes() + other_stage_.bytes();
   r.optimizer = m_.bytes() + v_.bytes();
   r.activations = model_->activation_bytes();
   return r;

@@ -6,6 +6,12 @@
 // every micro-batch, from a one-layer staging buffer. Stage 3: parameters too exist only as the
 // shard; each layer's parameters (and the embedding/head tensors) are all-gathered into a
 // working buffer right before use in forward and backward.
+// With parallel.overlap the same reductions and gathers are started early as non-blocking
+// requests and waited for where their results are first needed (docs/overlap.md): stages 0/1
+// all-reduce each layer's gradients as the last micro-batch's backward finishes that layer;
+// stages 2/3 reduce each layer from one of two staging buffers while the next layer's backward
+// fills the other; stage 3 gathers the next layer into a second working buffer while the
+// current one computes.
 #pragma once
 #include <map>
 #include <vector>
@@ -28,8 +34,10 @@ ShardRange zero_shard(size_t total, int dp, int rank);
 
 struct MemoryReport {
   size_t params = 0, grads = 0, optimizer = 0, activations = 0;
-  size_t grad_buckets = 0;   // stage >= 2: staging of one layer's and the non-layer gradients
-  size_t param_buckets = 0;  // stage 3: working copies of one layer and the non-layer tensors
+  // stage >= 2: staging of one layer's (two with overlap) and the non-layer gradients
+  size_t grad_buckets = 0;
+  // stage 3: working copies of one layer (two with overlap) and the non-layer tensors
+  size_t param_buckets = 0;
 };
 
 class ZeroOptimizer {
@@ -42,7 +50,9 @@ class ZeroOptimizer {
   int stage() const { return stage_; }
   Backend& backend() const { return be_; }
   size_t param_capacity() const { return size_t(dp_) * shard_size_; }
-  GradHooks grad_hooks();            // stages 2, 3 place gradients themselves; {} otherwise
+  // Stages 2, 3 place gradients themselves; stages 0/1 keep the model's buffer and, with
+  // overlap, start their reductions from the hooks ({} without overlap).
+  GradHooks grad_hooks();
   ParamHooks param_hooks();          // stage 3 places parameters itself; {} otherwise
   // Stage 3 keeps its parameters here; other stages in the model's flat buffer. Either way
   // these two convert between that storage and a whole flat (layout.total()) host copy.
@@ -54,8 +64,10 @@ class ZeroOptimizer {
   void zero_grad();
   // After every micro-batch's backward: finishes the gradient reductions (tied embedding
   // between first and last stage, then DP) and returns the global gradient L2 norm, each
-  // element counted once.
+  // element counted once. With overlap it waits for the reductions started during backward.
   double reduce_grads_and_norm();
+  // Tests the requests in flight (overlap), letting MPI progress them; called between layers.
+  void progress();
   // AdamW (torch arithmetic, decay only on >= 2-D tensors) on this rank's shard with gradients
   // scaled by grad_scale, then (stages 1, 2) all-gather of the parameters and the refresh of
   // the model's compute weights.
@@ -67,15 +79,30 @@ class ZeroOptimizer {
 
  private:
   const float* shard_grads() const;  // gradient of element shard_.lo onwards
+  // The part of flat range [begin, end) inside DP rank d's shard (lo == hi when none).
+  ShardRange owned_by(size_t begin, size_t end, int d) const;
   void reduce_to_owners(size_t begin, size_t end, float* data);
+  const float* gather_args(size_t begin, size_t end, std::vector<int>& counts,
+                           std::vector<int>& displs) const;
   void gather_range(size_t begin, size_t end, float* out);  // stage 3: flat range from shards
+  CommRequest start_gather_range(size_t begin, size_t end, float* out);
   bool deferred(const ParamSpec& p) const;
+  size_t local(int layer) const { return size_t(layer - layout_.layers().first_layer); }
+  // The staging / working buffer of a layer: alternating by layer with overlap, else the one.
+  int buf(int layer) const { return overlap_ ? int(local(layer) % 2) : 0; }
+  // Overlap: stages 0/1 start the DP all-reduce of [begin, end); stages 2/3 finish the reduce
+  // in flight from staging buffer b (add the owned part to the shard, zero the buffer).
+  void start_all_reduce(size_t begin, size_t end);
+  void settle(int b);
 
   const ParamLayout& layout_;
   OptimizerConfig cfg_;
   ParallelCtx& pc_;
   Backend& be_;
   int stage_, dp_;
+  bool overlap_;
+  int microbatches_;   // backward passes per step: the last one starts the stage 0/1 reductions
+  int backwards_ = 0;  // backward passes since zero_grad
   bool tied_across_stages_;
   size_t shard_size_;
   ShardRange shard_;
@@ -83,14 +110,23 @@ class ZeroOptimizer {
   Buffer m_, v_;
   // Stage 2 only.
   Buffer grad_shard_;   // (shard size) reduced gradients of the shard
-  Buffer layer_stage_;  // one layer's gradients, reused by every layer
+  Buffer layer_stage_[2];  // one layer's gradients, reused by every layer ([1]: overlap)
   Buffer other_stage_;  // embeddings, final norm, head: reduced after each micro-batch
   std::vector<size_t> layer_begin_, layer_end_;  // flat range of each local layer
   std::map<size_t, size_t> other_offset_;        // tensor's flat offset -> offset in other_stage_
   // Stage 3 only.
   Buffer param_shard_;  // (shard size) this rank's parameters
-  Buffer layer_work_;   // one layer's gathered parameters
+  Buffer layer_work_[2];  // one layer's gathered parameters ([1]: overlap)
   Buffer other_work_;   // the non-layer tensors, gathered
+  // Overlap: requests in flight. Stages 0/1: the DP all-reduces of the step. Stages 2/3: per
+  // staging buffer, the reduce of the layer it holds; stage 3, per working buffer, the gather of
+  // the layer announced by prefetch.
+  std::vector<CommRequest> reduces_;
+  struct InFlight {
+    int layer = -1;  // -1: nothing in flight
+    std::vector<CommRequest> reqs;
+  };
+  InFlight staged_[2], fetched_[2];
 };
 
 }  // namespace loom

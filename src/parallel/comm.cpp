@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "core/check.h"
 #include "core/timer.h"
@@ -244,6 +245,112 @@ void Comm::wait(MPI_Request* req) {
   if (*req == MPI_REQUEST_NULL) return;  // also every device send (staged: see DeviceComm)
   Blocked blocked(*this, "wait");
   LOOM_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+}
+
+CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
+  req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+  call_ = o.call_;
+  counts_ = std::move(o.counts_);
+  displs_ = std::move(o.displs_);
+  recv_n_ = o.recv_n_;
+  peer_ = o.peer_;
+  dtype_ = o.dtype_;
+  dev_recv_ = std::exchange(o.dev_recv_, nullptr);
+  return *this;
+}
+
+CommRequest Comm::start_all_reduce(float* x, size_t n, ReduceOp op) {
+  CommRequest r;
+  r.call_ = "all_reduce";
+  if (on_device(x)) {
+    all_reduce(static_cast<void*>(x), n, DType::F32, op);  // enqueued on the stream
+    return r;
+  }
+  if (size_ == 1) return r;
+  LOOM_CHECK(n <= size_t(INT_MAX), "start_all_reduce of ", n, " elements");
+  LOOM_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, int(n), MPI_FLOAT, to_mpi(op), comm_, &r.req_));
+  bytes_ += n * sizeof(float);
+  return r;
+}
+
+CommRequest Comm::start_reduce(float* x, size_t n, int root) {
+  CommRequest r;
+  r.call_ = "reduce";
+  if (on_device(x) || size_ == 1) {
+    reduce(x, n, root);
+    return r;
+  }
+  LOOM_CHECK(n <= size_t(INT_MAX), "start_reduce of ", n, " elements");
+  const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(x);
+  LOOM_MPI(MPI_Ireduce(send, x, int(n), MPI_FLOAT, MPI_SUM, root, comm_, &r.req_));
+  bytes_ += n * sizeof(float);
+  return r;
+}
+
+CommRequest Comm::start_all_gatherv(const float* send, float* recv, std::vector<int> counts,
+                                    std::vector<int> displs) {
+  CommRequest r;
+  r.call_ = "all_gatherv";
+  if (on_device(recv) || size_ == 1) {
+    all_gatherv(send, recv, counts, displs);
+    return r;
+  }
+  LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");
+  r.counts_ = std::move(counts);
+  r.displs_ = std::move(displs);
+  LOOM_MPI(MPI_Iallgatherv(send, r.counts_[size_t(rank_)], MPI_FLOAT, recv, r.counts_.data(),
+                           r.displs_.data(), MPI_FLOAT, comm_, &r.req_));
+  bytes_ += size_t(r.counts_[size_t(rank_)]) * sizeof(float);
+  return r;
+}
+
+CommRequest Comm::start_recv(void* x, size_t n, DType t, int peer, int tag) {
+  LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "recv of ", n, " from ", peer,
+             " on ", describe_);
+  CommRequest r;
+  r.call_ = "recv";
+  r.recv_n_ = n;
+  r.peer_ = peer;
+  r.dtype_ = t;
+  if (on_device(x)) {
+    r.dev_recv_ = x;
+    return r;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host recv of ", dtype_name(t));
+  LOOM_MPI(MPI_Irecv(x, int(n), MPI_FLOAT, peer, tag, comm_, &r.req_));
+  return r;
+}
+
+void Comm::wait(CommRequest& r) {
+  if (r.dev_recv_) {
+    recv(std::exchange(r.dev_recv_, nullptr), r.recv_n_, r.dtype_, r.peer_, 0);
+    return;
+  }
+  if (r.req_ == MPI_REQUEST_NULL) return;
+  MPI_Status st;
+  {
+    Blocked blocked(*this, r.call_);
+    LOOM_MPI(MPI_Wait(&r.req_, &st));
+  }
+  if (r.recv_n_ == 0) return;
+  int got = 0;
+  MPI_Get_count(&st, MPI_FLOAT, &got);
+  LOOM_CHECK(size_t(got) == r.recv_n_, "comm '", name_, "' received ", got, " floats from ",
+             r.peer_, ", expected ", r.recv_n_);
+}
+
+bool Comm::test(CommRequest& r) {
+  if (r.req_ == MPI_REQUEST_NULL) return r.dev_recv_ == nullptr;
+  int done = 0;
+  MPI_Status st;
+  LOOM_MPI(MPI_Test(&r.req_, &done, &st));
+  if (done && r.recv_n_ > 0) {
+    int got = 0;
+    MPI_Get_count(&st, MPI_FLOAT, &got);
+    LOOM_CHECK(size_t(got) == r.recv_n_, "comm '", name_, "' received ", got, " floats from ",
+               r.peer_, ", expected ", r.recv_n_);
+  }
+  return done != 0;
 }
 
 }  // namespace loom

@@ -39,6 +39,33 @@ class DeviceComm {
   virtual void complete() = 0;
 };
 
+// A non-blocking operation started by one of Comm's start_* calls, completed by Comm::wait (or
+// found complete by Comm::test). Move-only: it owns the MPI request and whatever MPI may read
+// until completion (all_gatherv's counts). Host buffers go through MPI's non-blocking calls;
+// a collective on device memory is enqueued on the stream at start (stream order makes later
+// work wait for it), so its request is already complete; a device receive is enqueued at wait.
+// The buffers of an active request belong to MPI: do not touch them until it completes, and
+// complete every request before it is dropped or assigned over.
+class CommRequest {
+ public:
+  CommRequest() = default;
+  CommRequest(CommRequest&& o) noexcept { *this = std::move(o); }
+  CommRequest& operator=(CommRequest&& o) noexcept;
+  CommRequest(const CommRequest&) = delete;
+  CommRequest& operator=(const CommRequest&) = delete;
+  bool active() const { return req_ != MPI_REQUEST_NULL || dev_recv_ != nullptr; }
+
+ private:
+  friend class Comm;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  const char* call_ = "";
+  std::vector<int> counts_, displs_;  // all_gatherv: must outlive the MPI request
+  size_t recv_n_ = 0;                 // receive: elements expected
+  int peer_ = -1;
+  DType dtype_ = DType::F32;
+  void* dev_recv_ = nullptr;  // device receive, enqueued at wait (see Comm::start_recv)
+};
+
 // Throws InternalError naming the MPI call, the rank and MPI's message when `rc` is not success.
 void mpi_check(int rc, const char* call, const char* file, int line);
 #define LOOM_MPI(call) ::loom::mpi_check((call), #call, __FILE__, __LINE__)
@@ -82,6 +109,23 @@ class Comm {
   MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);
   void recv(void* x, size_t n, DType t, int peer, int tag);
   void wait_sends();
+
+  // Non-blocking twins of the collectives and of recv (parallel.overlap): same arguments and
+  // results, bytes counted at start. Every rank of the communicator must start its collectives
+  // (blocking and non-blocking) in the same order. wait() blocks until the request completes
+  // (watchdog and busy time as a blocking call); test() returns at once, true once complete,
+  // and lets MPI progress the transfers meanwhile (MPI moves data only inside MPI calls when it
+  // has no progress thread). Requests that are not active return at once from both.
+  CommRequest start_all_reduce(float* x, size_t n, ReduceOp op);
+  CommRequest start_reduce(float* x, size_t n, int root);
+  CommRequest start_all_gatherv(const float* send, float* recv, std::vector<int> counts,
+                                std::vector<int> displs);
+  // Host: MPI_Irecv. Device: the receive is enqueued when waited for, not at start, because a
+  // receive enqueued on the compute stream would hold back the compute enqueued after it (a
+  // side-stream DeviceComm can enqueue it at start).
+  CommRequest start_recv(void* x, size_t n, DType t, int peer, int tag);
+  void wait(CommRequest& r);
+  bool test(CommRequest& r);
 
   // Device collectives (cuda backend). Every call on a device pointer goes there.
   void set_device_comm(std::unique_ptr<DeviceComm> d) { dev_ = std::move(d); }

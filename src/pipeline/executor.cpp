@@ -16,8 +16,8 @@ int PipelineExecutor::slots_needed(const std::string& schedule, int stages, int 
 }
 
 PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule,
-                                   int microbatches)
-    : stage_(stage), pc_(pc), microbatches_(microbatches) {
+                                   int microbatches, bool overlap)
+    : stage_(stage), pc_(pc), microbatches_(microbatches), overlap_(overlap) {
   const int P = pc.grid.size(Axis::PP);
   schedule_ = make_schedule(schedule, P, pc.coord.pp, microbatches);
   num_slots_ = max_in_flight(schedule_);
@@ -26,7 +26,7 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::
   act_dtype_ = be.act_dtype();
   act_bytes_ = NC * be.act_size();
   if (!pc.first_stage()) dinput_buf_ = Buffer(size_t(num_slots_) * act_bytes_, be.device());
-  if (!pc.last_stage()) dout_buf_ = Buffer(act_bytes_, be.device());
+  if (!pc.last_stage()) dout_buf_ = Buffer((overlap ? 2 : 1) * act_bytes_, be.device());
   tokens_.resize(size_t(stage.tokens_per_micro_batch()));
   targets_.resize(tokens_.size());
   act_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
@@ -42,33 +42,79 @@ void PipelineExecutor::timed(double& total, F&& pass) {
   total += sw.ms() - (pc_.tp.busy_ms() - tp0);
 }
 
+bool PipelineExecutor::receives(const PipeAction& a) const {
+  return a.op == PipeOp::Forward ? !pc_.first_stage() : !pc_.last_stage();
+}
+
+void* PipelineExecutor::dout(int backwards) {
+  const size_t b = overlap_ ? size_t(backwards % 2) : 0;
+  return static_cast<char*>(dout_buf_.data()) + b * act_bytes_;
+}
+
+CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
+  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  if (a.op == PipeOp::Forward)
+    return pc_.pp.start_recv(stage_.input(a.mb % num_slots_), NC, act_dtype_, pc_.coord.pp - 1,
+                             a.mb);
+  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, pc_.coord.pp + 1, kGradTag + a.mb);
+}
+
+void PipelineExecutor::progress() { pc_.pp.test(early_); }
+
+// Deadlock-freedom. Without overlap every action receives (blocking) what it needs, computes,
+// and sends without blocking (isend; a send buffer is waited for only before it is rewritten,
+// and its receiver's matching receive comes no later than in the no-overlap run). The
+// schedules are proven by simulate_pipeline to finish under exactly these semantics. With
+// overlap the only change is that the receive of action i+1 is posted (MPI_Irecv, which never
+// blocks) before action i computes, and waited for where the blocking receive used to be: the
+// blocking points and their order are unchanged, so the same proof holds; a receive posted
+// early can only let the peer's send complete sooner. Tags (micro-batch, direction) are unique
+// within a step and every early receive is waited for within the step, so no receive can match
+// a message meant for another. It is posted only when its buffer is free during action i: a
+// forward's input slot differs from action i's slot (the slot's previous micro-batch finished
+// its backward no later than action i, schedules completing micro-batches in order), and a
+// backward's output gradient alternates between two buffers, the other one held by action i at
+// most.
 void PipelineExecutor::run(const BatchFn& batch, float dloss) {
   forward_ms_ = backward_ms_ = 0;
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
-  for (const PipeAction& a : schedule_) {
+  int backwards = 0;     // backward actions so far
+  size_t early_for = 0;  // the action whose receive early_ holds (valid while posted)
+  bool posted = false;
+  for (size_t i = 0; i < schedule_.size(); ++i) {
+    const PipeAction& a = schedule_[i];
     const int slot = a.mb % num_slots_;
+    if (a.op == PipeOp::Forward) pc_.pp.wait(&act_req_[size_t(slot)]);  // its output has left
+    if (receives(a)) {
+      if (!posted || early_for != i) early_ = post_recv(a, backwards);  // not posted early
+      pc_.pp.wait(early_);
+      posted = false;
+    }
+    if (overlap_ && i + 1 < schedule_.size()) {
+      const PipeAction& n = schedule_[i + 1];
+      const bool free = n.op == PipeOp::Backward || n.mb % num_slots_ != slot;
+      if (receives(n) && free) {
+        early_ = post_recv(n, backwards + (a.op == PipeOp::Backward));
+        early_for = i + 1, posted = true;
+      }
+    }
     if (a.op == PipeOp::Forward) {
-      pc_.pp.wait(&act_req_[size_t(slot)]);  // the slot's previous output has left
-      if (!pc_.first_stage()) pc_.pp.recv(stage_.input(slot), NC, act_dtype_, prev, a.mb);
       batch(a.mb, tokens_.data(), targets_.data());
       timed(forward_ms_, [&] { stage_.forward(slot, tokens_.data(), targets_.data(), dloss); });
       if (!pc_.last_stage())
         act_req_[size_t(slot)] = pc_.pp.isend(stage_.output(slot), NC, act_dtype_, next, a.mb);
     } else {
-      const void* dout = nullptr;
-      if (!pc_.last_stage()) {
-        pc_.pp.recv(dout_buf_.data(), NC, act_dtype_, next, kGradTag + a.mb);
-        dout = dout_buf_.data();
-      }
+      const void* d = pc_.last_stage() ? nullptr : dout(backwards);
       void* dinput = nullptr;
       if (!pc_.first_stage()) {
         pc_.pp.wait(&grad_req_[size_t(slot)]);
         dinput = static_cast<char*>(dinput_buf_.data()) + size_t(slot) * act_bytes_;
       }
-      timed(backward_ms_, [&] { stage_.backward(slot, dout, dinput); });
+      timed(backward_ms_, [&] { stage_.backward(slot, d, dinput); });
       if (dinput)
         grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + a.mb);
+      ++backwards;
     }
   }
   for (auto& r : act_req_) pc_.pp.wait(&r);

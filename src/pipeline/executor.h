@@ -1,5 +1,6 @@
 // PipelineExecutor: runs one step's schedule on this stage, sending activations forward and
-// their gradients back over the pipeline communicator.
+// their gradients back over the pipeline communicator. With overlap, the receive of the next
+// action's input or output gradient is posted before the current action computes.
 #pragma once
 #include <functional>
 #include <vector>
@@ -15,7 +16,8 @@ using BatchFn = std::function<void(int mb, int32_t* tokens, int32_t* targets)>;
 
 class PipelineExecutor {
  public:
-  PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule, int microbatches);
+  PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule, int microbatches,
+                   bool overlap = false);
 
   // Slots (in-flight micro-batches) the stage must be built with for this schedule.
   static int slots_needed(const std::string& schedule, int stages, int stage, int microbatches);
@@ -26,6 +28,8 @@ class PipelineExecutor {
   // Forward only (evaluation): every micro-batch through the pipeline in order, the last
   // stage accumulating the loss; no gradients, one activation slot.
   void run_forward(const BatchFn& batch);
+  // Tests the receive posted early (overlap), letting MPI progress it; called between layers.
+  void progress();
 
   // Compute time of the last run() in forward and in backward passes, excluding the TP
   // communication inside them (measured only when timing is on: two clock reads per pass).
@@ -36,14 +40,20 @@ class PipelineExecutor {
  private:
   template <typename F>
   void timed(double& total, F&& pass);
+  bool receives(const PipeAction& a) const;  // takes an input or output gradient from a peer
+  // Posts action a's receive; `backwards` backward actions precede it in the step.
+  CommRequest post_recv(const PipeAction& a, int backwards);
+  void* dout(int backwards);  // where the backward after `backwards` others receives dout
 
   GPTStage& stage_;
   ParallelCtx& pc_;
   Schedule schedule_;
   int microbatches_, num_slots_;
+  bool overlap_;
   DType act_dtype_ = DType::F32;
   size_t act_bytes_ = 0;  // one (N, C) activation
-  Buffer dinput_buf_, dout_buf_;
+  Buffer dinput_buf_, dout_buf_;  // dout_buf_: one output gradient (two with overlap)
+  CommRequest early_;             // the receive posted for the next action (overlap)
   std::vector<int32_t> tokens_, targets_;
   std::vector<MPI_Request> act_req_, grad_req_;  // per slot
   bool timing_ = false;

@@ -38,6 +38,7 @@ struct PlanModel {
   std::string order = "tp-dp-pp";   // parallel.order: placement of ranks on nodes
   std::string device = "cpu";       // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
+  bool overlap = false;  // parallel.overlap: second staging/working/receive buffers
   // True when loom's allocations and counters are reproduced exactly (cpu backend, fp32).
   bool exact_backend() const { return device == "cpu" && prec.name == "fp32"; }
 };

@@ -55,8 +55,10 @@ MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const Stage
   // stage 3 keeps only the shard and gathers one layer (plus the non-layer tensors) at a time.
   r.params = (c.zero < 3 ? uint64_t(c.dp) * shard : shard) * uint64_t(p.param);
   r.grads = (c.zero < 2 ? total : shard) * uint64_t(p.grad);
-  if (c.zero >= 2) r.grad_buckets = (sh.widest_layer + sh.other) * uint64_t(p.grad);
-  if (c.zero >= 3) r.param_gather = (sh.widest_layer + sh.other) * uint64_t(p.param);
+  // With overlap a second layer buffer: one layer's reduce (gather) runs while the next fills.
+  const uint64_t layer_bufs = pm.overlap ? 2 : 1;
+  if (c.zero >= 2) r.grad_buckets = (layer_bufs * sh.widest_layer + sh.other) * uint64_t(p.grad);
+  if (c.zero >= 3) r.param_gather = (layer_bufs * sh.widest_layer + sh.other) * uint64_t(p.param);
   uint64_t state = total;
   if (c.zero > 0) {
     ShardRange s = zero_shard(total, c.dp, dp_rank);
@@ -69,7 +71,7 @@ MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const Stage
   const uint64_t NC = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len) *
                       uint64_t(pm.model.d_model) * uint64_t(p.act);
   if (!sh.first) r.pipeline += uint64_t(slots) * NC;  // gradients sent back, one per slot
-  if (!sh.last) r.pipeline += NC;                      // the received output gradient
+  if (!sh.last) r.pipeline += (pm.overlap ? 2 : 1) * NC;  // received output gradient(s)
   r.reserved = reserved;
   r.exact = pm.exact_backend();
   return r;

@@ -66,6 +66,7 @@ PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note
   pm.global_batch = cfg.train.global_batch_size;
   pm.schedule = cfg.parallel.schedule;
   pm.order = cfg.parallel.order;
+  pm.overlap = cfg.parallel.overlap;
   pm.device = cl.device;
   std::string dtype = cfg.train.dtype, why;
   if (cl.device == "cpu") {

@@ -86,8 +86,13 @@ void Trainer::build() {
                                       opt_->param_hooks(), parse_recompute(cfg.train.recompute),
                                       be_.get());
   opt_->attach(*stage_);
-  exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_);
+  exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_, par.overlap);
   exec_->set_timing(cfg.log.timers);
+  if (par.overlap)  // between layers, let MPI move what was started early
+    stage_->set_progress([this] {
+      opt_->progress();
+      exec_->progress();
+    });
   if (!samples_) {
     data_ = std::make_unique<DataLoader>(cfg.data, cfg.model.seq_len, cfg.model.vocab_size,
                                          cfg.train.seed);

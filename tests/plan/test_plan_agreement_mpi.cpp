@@ -18,6 +18,7 @@ struct Layout {
   const char* recompute = "none";
   bool tied = true;
   bool odd = false;  // 3 layers, 3 heads, d_model 30: 37710 elements, not a multiple of dp 4
+  bool overlap = false;  // parallel.overlap: second layer buffers, per-layer reductions
 };
 
 void check(const Layout& l) {
@@ -29,6 +30,7 @@ void check(const Layout& l) {
   c.train.recompute = l.recompute;
   c.model.tie_embeddings = l.tied;
   c.train.steps = 1;
+  c.parallel.overlap = l.overlap;
   if (l.odd) c.model.n_layer = 3, c.model.n_head = 3, c.model.d_model = 30;
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
@@ -38,8 +40,8 @@ void check(const Layout& l) {
   const test::Measured got = test::measure_step(c, sub);
   MPI_Comm_free(&sub);
 
-  const std::string name = test::layout_name(c) + " stage " + std::to_string(got.stage) +
-                           " dp rank " + std::to_string(got.dp_rank);
+  const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") + " stage " +
+                           std::to_string(got.stage) + " dp rank " + std::to_string(got.dp_rank);
   const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
   const plan::Candidate cand = test::candidate_of(c);
   const auto shapes = plan::stage_shapes(c.model, l.tp, l.pp);
@@ -100,6 +102,21 @@ TEST(PlanAgreement, Recompute) {
     check({1, 1, 4, 2, 0, "1f1b", mode});  // full repeats the blocks' forward TP all-reduces
     check({2, 2, 1, 1, 2, "1f1b", mode});
     check({1, 2, 2, 1, 3, "gpipe", mode});
+  }
+}
+
+// Overlap moves reductions and gathers in time, not bytes; it adds a second layer buffer to the
+// ZeRO 2/3 staging and ZeRO 3 gathers, which the model counts.
+TEST(PlanAgreement, Overlap) {
+  for (int zero : {0, 1, 2, 3}) {
+    Layout l{4, 1, 1, 1, zero};
+    l.odd = true, l.overlap = true;
+    check(l);
+  }
+  for (int zero : {2, 3}) {
+    Layout l{2, 2, 1, 2, zero};
+    l.overlap = true;
+    check(l);
   }
 }
 
