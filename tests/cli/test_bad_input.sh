@@ -8,6 +8,7 @@ bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 passed=0; failed=0
 mpi4=(mpirun -np 4 --oversubscribe --allow-run-as-root)
+mpi2=(mpirun -np 2 --oversubscribe --allow-run-as-root)
 
 # expect NAME EXPECTED_TEXT COMMAND...: non-zero exit, the text on stderr, nothing written.
 expect() {
@@ -65,6 +66,20 @@ expect "init: missing tensor" "missing tensor 'h.2.ln_1.weight'" "$loom" train o
 expect "generate: missing checkpoint" "checkpoint 'nowhere' does not exist" "$loom" generate --checkpoint nowhere --prompt hi
 expect "eval: no validation data" "has no validation data" "$loom" eval ok.yaml --checkpoint nowhere
 expect "unknown command" "unknown command 'trian'" "$loom" trian ok.yaml
+# device: cuda where it cannot run: a build without CUDA says so; a CUDA build on a machine
+# without a GPU names the rank and host that see none (on 2 ranks: one message, both exit).
+if [ -n "$(ls "$bin"/../tests/test_cuda_kernels 2>/dev/null)" ]; then
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect "cuda without a GPU" "sees no GPU" "${mpi2[@]}" "$loom" train ok.yaml --set device=cuda --set parallel.dp=2
+    expect "cuda fp16 without a GPU" "sees no GPU" "$loom" train ok.yaml --set device=cuda --set train.dtype=fp16
+  fi
+else
+  expect "cuda in a cpu-only build" "built without CUDA" "$loom" train ok.yaml --set device=cuda
+fi
+expect "cuda: head size" "head size) is not supported by the cuda attention" "$loom" train ok.yaml \
+  --set device=cuda --set model.n_head=4
+expect "cuda: bf16 with ZeRO-3" "zero_stage: 3 with train.dtype: bf16" "$loom" train ok.yaml \
+  --set device=cuda --set train.dtype=bf16 --set optimizer.zero_stage=3
 
 # A real checkpoint for the generate prompt-length case.
 "$loom" train ok.yaml --set checkpoint.save_interval=2 --set checkpoint.dir=ck > /dev/null 2>&1
