@@ -68,6 +68,7 @@ wait_quiet() {
   echo "bench_overlap.sh: warning: the machine stayed busy (other processes); figures are noisy" >&2
 }
 
+range() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f-%.0f", lo, hi}'; }
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 # axis LAYOUT NAME: the size of one axis of "dp2xpp2xtp1" (1 when absent).
@@ -99,8 +100,8 @@ EOF
 
 mkdir -p runs
 echo "machine: $CORES cores, load average $(cut -d' ' -f1-3 /proc/loadavg); config $CONFIG, $RUNS runs x $STEPS steps"
-printf '%-10s %-5s | %9s %9s %7s | %8s %8s | %8s %8s\n' layout zero "off ms" "on ms" "on/off" \
-  "dp off" "dp on" "pp off" "pp on"
+printf '%-10s %-5s | %9s %9s %7s | %11s %11s | %8s %8s | %8s %8s\n' layout zero "off ms" "on ms" \
+  "on/off" "off range" "on range" "dp off" "dp on" "pp off" "pp on"
 for lay in $LAYOUTS; do
   for zero in $ZERO; do
     offs=() ons=() doff=() don=() poff=() pon=()
@@ -113,11 +114,13 @@ for lay in $LAYOUTS; do
       done
     done
     m_off=$(printf '%s\n' "${offs[@]}" | median) m_on=$(printf '%s\n' "${ons[@]}" | median)
-    printf '%-10s %-5s | %9.1f %9.1f %7.3f | %8.1f %8.1f | %8.1f %8.1f\n' "$lay" "$zero" "$m_off" \
-      "$m_on" "$(awk -v a="$m_on" -v b="$m_off" 'BEGIN {print a / b}')" \
+    printf '%-10s %-5s | %9.1f %9.1f %7.3f | %11s %11s | %8.1f %8.1f | %8.1f %8.1f\n' "$lay" \
+      "$zero" "$m_off" "$m_on" "$(awk -v a="$m_on" -v b="$m_off" 'BEGIN {print a / b}')" \
+      "$(printf '%s\n' "${offs[@]}" | range)" "$(printf '%s\n' "${ons[@]}" | range)" \
       "$(printf '%s\n' "${doff[@]}" | median)" "$(printf '%s\n' "${don[@]}" | median)" \
       "$(printf '%s\n' "${poff[@]}" | median)" "$(printf '%s\n' "${pon[@]}" | median)"
     [[ $KEEP == 1 ]] || rm -rf runs/bench_overlap_"${lay}"_z"${zero}"_*
   done
 done
+echo "off/on ms: median over runs of each run's median step; range: the runs' medians."
 echo "dp/pp: median ms per step rank 0 spent blocked in DP collectives (+ embed) and pipeline receives."
