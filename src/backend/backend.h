@@ -58,12 +58,11 @@ class Backend {
 
   // ---- model kernels (contracts of the cpu twins in kernels/) -------------------------------
   // out (B*T, C) = wte rows of the shard's tokens + wpe (nullable) rows of positions.
-  virtual void embedding_forward(void* out, const int32_t* tokens, const void* wte,
-                                 const void* wpe, int B, int T, int C, int vstart, int Vl) = 0;
+  virtual void embedding_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe,
+                                 int B, int T, int C, int vstart, int Vl) = 0;
   // dwte (Vl, C) += , dwpe (>= T, C) += (nullable).
-  virtual void embedding_backward(float* dwte, float* dwpe, const void* dout,
-                                  const int32_t* tokens, int B, int T, int C, int vstart,
-                                  int Vl) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                                  int B, int T, int C, int vstart, int Vl) = 0;
   virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                  const void* w, const void* b, int N, int C) = 0;
   // dinp, dw, db accumulate.

@@ -46,8 +46,8 @@ class CpuBackend final : public Backend {
                          int T, int C, int vstart, int Vl) override {
     cpu::embedding_forward(F(out), tokens, F(wte), F(wpe), B, T, C, vstart, Vl);
   }
-  void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
-                          int B, int T, int C, int vstart, int Vl) override {
+  void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
+                          int T, int C, int vstart, int Vl) override {
     cpu::embedding_backward(dwte, dwpe, F(dout), tokens, B, T, C, vstart, Vl);
   }
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
@@ -100,8 +100,7 @@ class CpuBackend final : public Backend {
   void classifier_forward(void* logits, float* maxv, float* sums, float* work, const void* x,
                           const void* W, const int32_t* targets, int N, int C, int Vl, int vstart,
                           int V) override {
-    cpu::classifier_forward(F(logits), maxv, sums, work, F(x), F(W), targets, N, C, Vl, vstart,
-                            V);
+    cpu::classifier_forward(F(logits), maxv, sums, work, F(x), F(W), targets, N, C, Vl, vstart, V);
   }
   void ce_rescale_sums(float* sums, const float* local_max, const float* global_max,
                        int N) override {
@@ -111,10 +110,10 @@ class CpuBackend final : public Backend {
     cpu::ce_loss(losses, maxv, sums, N);
   }
   void classifier_backward(void* dx, float* dW, void* logits, const float* maxv, const float* sums,
-                           const int32_t* targets, float dloss, const void* x, const void* W,
-                           int N, int C, int Vl, int vstart, int V) override {
-    cpu::classifier_backward(F(dx), dW, F(logits), maxv, sums, targets, dloss, F(x), F(W), N, C,
-                             Vl, vstart, V);
+                           const int32_t* targets, float dloss, const void* x, const void* W, int N,
+                           int C, int Vl, int vstart, int V) override {
+    cpu::classifier_backward(F(dx), dW, F(logits), maxv, sums, targets, dloss, F(x), F(W), N, C, Vl,
+                             vstart, V);
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
@@ -128,9 +127,7 @@ class CpuBackend final : public Backend {
     sq_ = 0;
     return s;
   }
-  void add_inplace(float* acc, const float* x, size_t n) override {
-    cpu::add_inplace(acc, x, n);
-  }
+  void add_inplace(float* acc, const float* x, size_t n) override { cpu::add_inplace(acc, x, n); }
 
  private:
   double sq_ = 0;

@@ -67,14 +67,17 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   // every axis, outside collectively() (its failures end the job through abort_job), then the
   // model, whose device-memory estimate is checked before anything is allocated.
   std::unique_ptr<Backend> backend;
-  collectively([&] { backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0)); });
+  collectively(
+      [&] { backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0)); });
 #ifdef LOOM_HAVE_NCCL
   if (backend->device() == Device::CUDA) {
     info(backend->describe());
     attach_nccl(*j.pc, backend->stream());
   }
 #endif
-  collectively([&] { j.trainer = std::make_unique<Trainer>(cfg, *j.pc, SampleFn{}, SampleFn{}, std::move(backend)); });
+  collectively([&] {
+    j.trainer = std::make_unique<Trainer>(cfg, *j.pc, SampleFn{}, SampleFn{}, std::move(backend));
+  });
   return j;
 }
 
@@ -99,11 +102,12 @@ int cmd_train(const Args& a) {
 
 int cmd_eval(const Args& a) {
   if (a.operands.size() != 1 || option(a, "--checkpoint", "").empty())
-    throw UserError("loom eval needs a config and a checkpoint: loom eval CONFIG.yaml --checkpoint DIR");
+    throw UserError(
+        "loom eval needs a config and a checkpoint: loom eval CONFIG.yaml --checkpoint DIR");
   Job j = start(a.operands[0], a.overrides);
   if (!j.trainer->has_valid())
-    throw UserError(str("loom eval: ", a.operands[0],
-                        " has no validation data; set data.valid or data.split"));
+    throw UserError(
+        str("loom eval: ", a.operands[0], " has no validation data; set data.valid or data.split"));
   collectively([&] { j.trainer->load(resolve_checkpoint_dir(option(a, "--checkpoint", ""))); });
   g_running = true;
   const int iters = j.cfg.train.eval_iters;
@@ -127,8 +131,9 @@ int cmd_generate(const Args& a) {
   tok->make_encoder()->encode(prompt, ids);
   if (ids.empty()) ids.push_back(tok->eod());  // an empty prompt starts a new document
   if (int(ids.size()) > cfg.model.seq_len)
-    throw UserError(str("--prompt is ", ids.size(), " tokens; the model's context (model.seq_len) is ",
-                        cfg.model.seq_len, " tokens: shorten the prompt"));
+    throw UserError(str("--prompt is ", ids.size(),
+                        " tokens; the model's context (model.seq_len) is ", cfg.model.seq_len,
+                        " tokens: shorten the prompt"));
   SampleOptions opt;
   opt.max_tokens = option_int(a, "--max-tokens", 64);
   opt.temperature = float(option_double(a, "--temperature", 1.0));
@@ -150,7 +155,8 @@ int cmd_generate(const Args& a) {
 
 int cmd_export(const Args& a) {
   if (a.operands.size() != 2)
-    throw UserError("loom export needs a checkpoint and an output: loom export CKPT OUT.h5|OUT.safetensors");
+    throw UserError(
+        "loom export needs a checkpoint and an output: loom export CKPT OUT.h5|OUT.safetensors");
   need_one_process("export");
   std::string dir = resolve_checkpoint_dir(a.operands[0]);
   Config cfg = checkpoint_config(dir);

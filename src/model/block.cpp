@@ -7,8 +7,8 @@ namespace loom {
 
 namespace {
 // Lays out one BlockActs (the attention state in `shared_att` when given); returns its bytes.
-size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat& f,
-                  bool with_att, float* shared_att) {
+size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat& f, bool with_att,
+                  float* shared_att) {
   const size_t n = size_t(d.N()), e = f.act;
   Carver c(base, f.align);
   a.ln1 = c.take(n * d.C * e);
@@ -57,7 +57,9 @@ size_t BlockDims::acts_bytes(const ActFormat& f, bool with_att) const {
   return carve_acts(a, nullptr, *this, f, with_att, nullptr);
 }
 
-size_t BlockDims::acts_floats(bool with_att) const { return acts_bytes(cpu_format(*this), with_att) / 4; }
+size_t BlockDims::acts_floats(bool with_att) const {
+  return acts_bytes(cpu_format(*this), with_att) / 4;
+}
 
 size_t BlockScratch::bytes(const BlockDims& d, const ActFormat& f) {
   BlockScratch s;
@@ -92,8 +94,8 @@ void row_parallel_residual(Backend& be, void* out, const void* resid, const void
 }
 }  // namespace
 
-void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
-                   const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp) {
+void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
+                   const BlockScratch& s, const BlockDims& d, Comm& tp) {
   const int N = d.N(), C = d.C, Cl = d.Cl(), Hl = d.Hl();
   // Attention: ln1 -> qkv (column-parallel; f is identity forward) -> attention -> proj (row).
   be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, N, C);
@@ -119,8 +121,8 @@ void block_backward(Backend& be, void* dx, const void* dout, const void* x, cons
   be.matmul_backward(s.dln, g.fc_w, g.fc_b, s.dfch, a.ln2, w.fc_w, N, C, Hl);
   tp.all_reduce(s.dln, NC, t, ReduceOp::Sum);  // f: all-reduce backward
   be.copy(s.dres2, dout, NC * be.act_size());
-  be.layernorm_backward(s.dres2, g.ln2_w, g.ln2_b, s.dln, a.res2, w.ln2_w, a.ln2_mean,
-                        a.ln2_rstd, N, C);
+  be.layernorm_backward(s.dres2, g.ln2_w, g.ln2_b, s.dln, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd,
+                        N, C);
   // Attention.
   be.matmul_backward(s.datty, g.proj_w, g.proj_b, s.dres2, a.atty, w.proj_w, N, Cl, C);
   be.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, d.B, d.T, Cl, d.NH);

@@ -39,17 +39,17 @@ using BlockGrads = BlockTensors<float*>;
 // Activations of one layer for one micro-batch, kept from forward for backward. void*: the
 // backend's act dtype.
 struct BlockActs {
-  void* ln1;                  // (N, C)
+  void* ln1;                   // (N, C)
   float *ln1_mean, *ln1_rstd;  // (N), (N)
-  void* qkv;                  // (N, 3*Cl) local heads: [q | k | v]
-  float* att;                 // attention state for backward: (B, NHl, T, T) probabilities on
-                              // cpu, (B, NHl, T) log-sum-exp on cuda (Backend::attention_*)
-  void* atty;                 // (N, Cl) attention output before the projection
-  void* res2;                 // (N, C) residual after attention
-  void* ln2;                  // (N, C)
+  void* qkv;                   // (N, 3*Cl) local heads: [q | k | v]
+  float* att;                  // attention state for backward: (B, NHl, T, T) probabilities on
+                               // cpu, (B, NHl, T) log-sum-exp on cuda (Backend::attention_*)
+  void* atty;                  // (N, Cl) attention output before the projection
+  void* res2;                  // (N, C) residual after attention
+  void* ln2;                   // (N, C)
   float *ln2_mean, *ln2_rstd;  // (N), (N)
-  void* fch;                  // (N, Hl) mlp hidden before GELU
-  void* fchg;                 // (N, Hl) after GELU
+  void* fch;                   // (N, Hl) mlp hidden before GELU
+  void* fchg;                  // (N, Hl) after GELU
 };
 
 // Element sizes of a block's buffers: the act dtype, the attention's saved state and scratch
@@ -77,14 +77,14 @@ ActFormat act_format(const Backend& be, const BlockDims& d);
 
 // Scratch shared by all layers and micro-batches (backward of one micro-batch at a time).
 struct BlockScratch {
-  void* proj;    // (N, C) partial projection before the all-reduce
-  void* dres2;   // (N, C)
-  void* dln;     // (N, C)
-  void* dfchg;   // (N, Hl)
-  void* dfch;    // (N, Hl)
-  void* datty;   // (N, Cl)
-  void* dqkv;    // (N, 3Cl)
-  float* datt;   // attention backward scratch (cpu: (B, NHl, T, T))
+  void* proj;                                // (N, C) partial projection before the all-reduce
+  void* dres2;                               // (N, C)
+  void* dln;                                 // (N, C)
+  void* dfchg;                               // (N, Hl)
+  void* dfch;                                // (N, Hl)
+  void* datty;                               // (N, Cl)
+  void* dqkv;                                // (N, 3Cl)
+  float* datt;                               // attention backward scratch (cpu: (B, NHl, T, T))
   static size_t floats(const BlockDims& d);  // fp32 cpu (plan)
   static size_t bytes(const BlockDims& d, const ActFormat& f);
 };
@@ -96,8 +96,8 @@ BlockActs block_acts_at(void* base, const BlockDims& d, const ActFormat& f,
 BlockScratch block_scratch_at(void* base, const BlockDims& d, const ActFormat& f);
 
 // out (N, C) = block(x (N, C)); fills acts. `out` may not alias x.
-void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
-                   const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp);
+void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
+                   const BlockScratch& s, const BlockDims& d, Comm& tp);
 
 // dx (N, C) = gradient w.r.t. x given dout (N, C); accumulates weight gradients into g.
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,

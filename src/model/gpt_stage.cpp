@@ -5,11 +5,17 @@
 
 namespace loom {
 
-GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch,
-                   int num_slots, ParallelCtx& pc, size_t param_capacity, GradHooks hooks,
-                   ParamHooks param_hooks, Recompute recompute, Backend* be)
-    : m_(m), layout_(layout), pc_(pc), be_(be ? *be : cpu_backend()), hooks_(std::move(hooks)),
-      phooks_(std::move(param_hooks)), recompute_(recompute), acts_(be_.device()),
+GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
+                   ParallelCtx& pc, size_t param_capacity, GradHooks hooks, ParamHooks param_hooks,
+                   Recompute recompute, Backend* be)
+    : m_(m),
+      layout_(layout),
+      pc_(pc),
+      be_(be ? *be : cpu_backend()),
+      hooks_(std::move(hooks)),
+      phooks_(std::move(param_hooks)),
+      recompute_(recompute),
+      acts_(be_.device()),
       scratch_(be_.device()) {
   const int tp = layout.tp();
   const Device dev = be_.device();
@@ -59,7 +65,8 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
   for (auto& o : offs) {
     for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts_.reserve(N * C * e));
     if (per_layer)
-      for (size_t l = 0; l < L; ++l) o.layers.push_back(acts_.reserve(dims_.acts_bytes(fmt_, keep_att)));
+      for (size_t l = 0; l < L; ++l)
+        o.layers.push_back(acts_.reserve(dims_.acts_bytes(fmt_, keep_att)));
     if (layout.first_stage()) o.tokens = acts_.reserve(N * 4);
     if (layout.last_stage()) o.dfinal = acts_.reserve(N * C * e);
   }
@@ -80,9 +87,9 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     if (recompute == Recompute::Full)
       s.layers.assign(L, block_acts_at(at(acts_, o_shared), dims_, fmt_));
     for (size_t off : o.layers)
-      s.layers.push_back(block_acts_at(
-          at(acts_, off), dims_, fmt_,
-          keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, o_shared))));
+      s.layers.push_back(
+          block_acts_at(at(acts_, off), dims_, fmt_,
+                        keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, o_shared))));
     if (layout.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
     if (layout.last_stage()) s.dfinal = at(acts_, o.dfinal);
     slots_.push_back(s);
@@ -129,19 +136,19 @@ void GPTStage::refresh_compute_weights() {
 BlockWeights GPTStage::weights_at(int layer) const {
   std::string h = "h." + std::to_string(layer) + ".";
   auto p = [&](const char* name) { return cw(h + name); };
-  return BlockWeights{p("ln_1.weight"),      p("ln_1.bias"),       p("attn.c_attn.weight"),
+  return BlockWeights{p("ln_1.weight"),      p("ln_1.bias"),          p("attn.c_attn.weight"),
                       p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
-                      p("ln_2.weight"),      p("ln_2.bias"),       p("mlp.c_fc.weight"),
-                      p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"), p("mlp.c_proj.bias")};
+                      p("ln_2.weight"),      p("ln_2.bias"),          p("mlp.c_fc.weight"),
+                      p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"),  p("mlp.c_proj.bias")};
 }
 
 BlockGrads GPTStage::grads_at(int layer) const {
   std::string h = "h." + std::to_string(layer) + ".";
   auto g = [&](const char* name) { return grad(h + name); };
-  return BlockGrads{g("ln_1.weight"),      g("ln_1.bias"),       g("attn.c_attn.weight"),
+  return BlockGrads{g("ln_1.weight"),      g("ln_1.bias"),          g("attn.c_attn.weight"),
                     g("attn.c_attn.bias"), g("attn.c_proj.weight"), g("attn.c_proj.bias"),
-                    g("ln_2.weight"),      g("ln_2.bias"),       g("mlp.c_fc.weight"),
-                    g("mlp.c_fc.bias"),    g("mlp.c_proj.weight"), g("mlp.c_proj.bias")};
+                    g("ln_2.weight"),      g("ln_2.bias"),          g("mlp.c_fc.weight"),
+                    g("mlp.c_fc.bias"),    g("mlp.c_proj.weight"),  g("mlp.c_proj.bias")};
 }
 
 void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
@@ -155,8 +162,8 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
     be_.from_host(s.tokens, tokens, size_t(N) * sizeof(int32_t));
     // Position embeddings are added by one TP rank so the all-reduce counts them once.
     const void* wpe = layout_.tp_rank() == 0 ? cw("wpe.weight") : nullptr;
-    be_.embedding_forward(s.xs[0], s.tokens, cw("wte.weight"), wpe, B, T, C,
-                          layout_.vocab_start(), layout_.vocab_local());
+    be_.embedding_forward(s.xs[0], s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
+                          layout_.vocab_local());
     pc_.tp.all_reduce(s.xs[0], size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   }
   for (int l = 0; l < L; ++l) {
@@ -204,8 +211,8 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   loss_sum_ += total;
   if (dloss == 0.0f) return;
   // Backward through the classifier right away: only dlnf is kept, never the logits.
-  be_.classifier_backward(dlnf_, hooks_.where(head), logits_, maxv_, sums_, targets, dloss, lnf_,
-                          W, N, C, Vl, vstart, V);
+  be_.classifier_backward(dlnf_, hooks_.where(head), logits_, maxv_, sums_, targets, dloss, lnf_, W,
+                          N, C, Vl, vstart, V);
   pc_.tp.all_reduce(dlnf_, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   be_.zero(s.dfinal, size_t(N) * C * fmt_.act);
   be_.layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), dlnf_, x, cw(lnw),
@@ -252,8 +259,8 @@ void GPTStage::backward(int slot, const void* dout, void* dinput) {
     poll();
   }
   if (layout_.first_stage()) {
-    be_.embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B,
-                           dims_.T, dims_.C, layout_.vocab_start(), layout_.vocab_local());
+    be_.embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B, dims_.T,
+                           dims_.C, layout_.vocab_start(), layout_.vocab_local());
   }
   if (hooks_.backward_done) hooks_.backward_done();
 }

@@ -63,13 +63,13 @@ class GPTStage {
   const ParamLayout& layout() const { return layout_; }
   // fp32 master parameters and gradients (device memory of the backend).
   float* params() { return params_.data ? params_.f32() : nullptr; }  // default placement only
-  float* grads() { return grads_.data ? grads_.f32() : nullptr; }  // default placement only
+  float* grads() { return grads_.data ? grads_.f32() : nullptr; }     // default placement only
   size_t num_params() const { return layout_.total(); }
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t param_bytes() const { return params_buf_.bytes(); }
-  size_t grad_bytes() const { return grads_buf_.bytes(); }  // 0 with custom placement
+  size_t grad_bytes() const { return grads_buf_.bytes(); }         // 0 with custom placement
   size_t compute_weight_bytes() const { return cw_buf_.bytes(); }  // 0 unless low precision
   // Re-derives the compute weights from the fp32 parameters (after init, load and every
   // optimizer step); nothing to do when the kernels read the fp32 parameters themselves.
@@ -120,8 +120,12 @@ class GPTStage {
   // The kernels' copy of a tensor: the fp32 parameter, or its act-dtype compute weight.
   const void* cw(const ParamSpec& p) const;
   const void* cw(const std::string& name) const { return cw(layout_.get(name)); }
-  void gather(int layer) { if (phooks_.gather) phooks_.gather(layer); }
-  void release(int layer) { if (phooks_.release) phooks_.release(layer); }
+  void gather(int layer) {
+    if (phooks_.gather) phooks_.gather(layer);
+  }
+  void release(int layer) {
+    if (phooks_.release) phooks_.release(layer);
+  }
   void prefetch(int layer) {
     if (phooks_.prefetch) phooks_.prefetch(layer);
   }
@@ -151,11 +155,11 @@ class GPTStage {
   std::vector<Slot> slots_;
   BlockScratch bs_;
   // Head scratch (last stage) and backward ping-pong buffers (act dtype unless float*).
-  void *lnf_ = nullptr, *dlnf_ = nullptr, *logits_ = nullptr;  // (N, C), (N, C), (N, Vl)
-  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;             // (N), (N)
+  void *lnf_ = nullptr, *dlnf_ = nullptr, *logits_ = nullptr;    // (N, C), (N, C), (N, Vl)
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;              // (N), (N)
   float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr;  // (N), (N, 2), (N)
-  float* lmax_ = nullptr;      // (N) this TP rank's row max, before the MAX all-reduce
-  float* cls_work_ = nullptr;  // classifier_work_floats(N, Vl): per-chunk softmax statistics
+  float* lmax_ = nullptr;       // (N) this TP rank's row max, before the MAX all-reduce
+  float* cls_work_ = nullptr;   // classifier_work_floats(N, Vl): per-chunk softmax statistics
   int32_t* targets_ = nullptr;  // (N) device copy of the targets (cuda; cpu reads the host's)
   void* dbuf_[2] = {nullptr, nullptr};
   std::vector<float> losses_host_;  // (N)

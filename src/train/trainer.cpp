@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 
 #include "ckpt/canonical.h"
@@ -36,7 +36,10 @@ bool fault_nan_grads(int step) {
 
 Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid,
                  std::unique_ptr<Backend> backend)
-    : cfg_(cfg), pc_(pc), be_(std::move(backend)), samples_(std::move(samples)),
+    : cfg_(cfg),
+      pc_(pc),
+      be_(std::move(backend)),
+      samples_(std::move(samples)),
       valid_(std::move(valid)) {
   try {
     build();
@@ -81,10 +84,9 @@ void Trainer::build() {
   else if (ls != "auto" && ls != "none")
     static_scale_ = std::stof(ls);
   opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc, be_.get());
-  stage_ = std::make_unique<GPTStage>(cfg.model, *layout_, par.micro_batch_size, slots, pc,
-                                      opt_->param_capacity(), opt_->grad_hooks(),
-                                      opt_->param_hooks(), parse_recompute(cfg.train.recompute),
-                                      be_.get());
+  stage_ = std::make_unique<GPTStage>(
+      cfg.model, *layout_, par.micro_batch_size, slots, pc, opt_->param_capacity(),
+      opt_->grad_hooks(), opt_->param_hooks(), parse_recompute(cfg.train.recompute), be_.get());
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_, par.overlap);
   exec_->set_timing(cfg.log.timers);
@@ -139,8 +141,8 @@ StepStats Trainer::train_step(int step) {
   stage_->reset_loss();
 
   // This DP rank's rows of the step's global batch, in micro-batches.
-  const int64_t first = base_samples_ + int64_t(step - start_step_ - 1) * G +
-                        int64_t(pc_.coord.dp) * (G / dp_);
+  const int64_t first =
+      base_samples_ + int64_t(step - start_step_ - 1) * G + int64_t(pc_.coord.dp) * (G / dp_);
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
@@ -185,8 +187,12 @@ StepStats Trainer::train_step(int step) {
   if (cfg_.log.timers) {
     double fwd = exec_->forward_ms(), bwd = exec_->backward_ms(), opt = opt_sw_ms;
     double tp = busy1[0] - busy0[0], pp = busy1[1] - busy0[1], dp = busy1[2] - busy0[2];
-    s.time_ms = {{"forward", fwd},   {"backward", bwd}, {"optimizer", opt},
-                 {"tp_comm", tp},    {"pp_wait", pp},   {"dp_comm", dp},
+    s.time_ms = {{"forward", fwd},
+                 {"backward", bwd},
+                 {"optimizer", opt},
+                 {"tp_comm", tp},
+                 {"pp_wait", pp},
+                 {"dp_comm", dp},
                  {"other", s.step_ms - fwd - bwd - opt - tp - pp - dp}};
   }
   return s;
@@ -202,8 +208,8 @@ void Trainer::log_step(const StepStats& s) {
   m.tokens = int64_t(tokens) * s.step;
   m.step_ms = s.step_ms;
   m.tokens_per_s = tokens / (s.step_ms / 1000.0);
-  m.mfu = model_flops_utilization(flops_per_token_, m.tokens_per_s, peak_.per_device,
-                                  pc_.world.size());
+  m.mfu =
+      model_flops_utilization(flops_per_token_, m.tokens_per_s, peak_.per_device, pc_.world.size());
   m.mem_peak_bytes = peak_rss_bytes();
   m.time_ms = s.time_ms;
   m.loss_scale = s.loss_scale;
@@ -249,7 +255,8 @@ void Trainer::run() {
       saved = step;
       break;
     }
-    if (cfg_.train.eval_interval > 0 && (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps))
+    if (cfg_.train.eval_interval > 0 &&
+        (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps))
       log_eval(step);
     if (interval > 0 && step % interval == 0) save(step), saved = step;
   }
@@ -272,8 +279,9 @@ void Trainer::log_eval(int step) {
   j["eval_ms"] = sw.ms();
   metrics_.write(j);
   char line[160];
-  std::snprintf(line, sizeof line, "eval  %5d | val loss %.4f | val ppl %.2f | %d batches in %.0f ms",
-                step, loss, std::exp(loss), cfg_.train.eval_iters, sw.ms());
+  std::snprintf(line, sizeof line,
+                "eval  %5d | val loss %.4f | val ppl %.2f | %d batches in %.0f ms", step, loss,
+                std::exp(loss), cfg_.train.eval_iters, sw.ms());
   info(line);
 }
 
@@ -297,7 +305,8 @@ double Trainer::evaluate(int iters) {
 void Trainer::resume() {
   ResumePoint rp = find_resume(cfg_, pc_);
   if (rp.dir.empty()) {
-    if (cfg_.checkpoint.resume == "auto") info("no checkpoint under ", cfg_.checkpoint_dir(), "; starting fresh");
+    if (cfg_.checkpoint.resume == "auto")
+      info("no checkpoint under ", cfg_.checkpoint_dir(), "; starting fresh");
     return;
   }
   Stopwatch sw;
@@ -327,7 +336,7 @@ void Trainer::save(int step) {
 void Trainer::print_memory() {
   // Rank 0's buffers and the largest rank's (pipeline stages differ; ZeRO shards shrink them).
   MemoryReport r = opt_->memory();
-  double v[6] = {double(r.params),    double(r.param_buckets), double(r.grads),
+  double v[6] = {double(r.params),       double(r.param_buckets), double(r.grads),
                  double(r.grad_buckets), double(r.optimizer),     double(r.activations)};
   double mx[6];
   std::copy(v, v + 6, mx);
@@ -349,8 +358,10 @@ void Trainer::print_breakdown(int steps) {
   const auto& t = timers_.totals();
   auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
   // Only time inside train_step counts (not evaluation or checkpoint saves).
-  double v[7] = {total("step"),    0, total("optimizer"), total("tp_comm"), total("pp_wait"),
-                 total("dp_comm"), total("world_comm")};
+  double v[7] = {total("step"),      0,
+                 total("optimizer"), total("tp_comm"),
+                 total("pp_wait"),   total("dp_comm"),
+                 total("world_comm")};
   v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6];  // compute
   pc_.world.all_reduce(v, 7, ReduceOp::Sum);
   for (double& x : v) x /= double(steps) * pc_.world.size();

@@ -49,15 +49,15 @@ class Trainer {
   // any: parameters, AdamW moments, step and data position. Collective.
   void resume();
   int start_step() const { return start_step_; }
-  void save(int step);             // a checkpoint of the state after `step` steps
+  void save(int step);                // a checkpoint of the state after `step` steps
   void load(const std::string& dir);  // parameters and moments of a checkpoint (eval)
-  StepStats train_step(int step);  // step is 1-based
+  StepStats train_step(int step);     // step is 1-based
   // Mean validation loss over `iters` global batches of validation samples (the same batches
   // every time: a fixed yardstick). Needs validation data (has_valid()). Collective.
   double evaluate(int iters);
   bool has_valid() const;
   void log_eval(int step);  // evaluate and write a val_loss line (console and metrics.jsonl)
-  void run();                      // every step with logging and metrics
+  void run();               // every step with logging and metrics
 
   GPTStage& stage() { return *stage_; }
   Backend& backend() { return *be_; }
@@ -97,8 +97,8 @@ class Trainer {
   MetricsWriter metrics_;
   Timers timers_;
   double flops_per_token_ = 0;
-  int start_step_ = 0;         // steps done before this process started (resume)
-  int64_t base_samples_ = 0;   // samples consumed by then
+  int start_step_ = 0;        // steps done before this process started (resume)
+  int64_t base_samples_ = 0;  // samples consumed by then
 
   // ---- Operator console: defined in train/banner.cpp (formatting: console.h, MFU: mfu.h) ----
   void print_banner();                // collective: resolved config, grid table, peak FLOP/s

@@ -13,7 +13,7 @@
 namespace loom {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                         \
+#define SKIP_WITHOUT_GPU() \
   if (!cuda::cuda_available()) GTEST_SKIP() << cuda::cuda_unavailable_reason()
 
 // The equivalence tests' tiny model with head size 16 (the cuda attention needs 16/32/64/128).
@@ -30,7 +30,8 @@ test::RunResult run(const Config& c) { return test::run_layout(c, MPI_COMM_SELF)
 
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
   return worst;
 }
 

@@ -117,7 +117,8 @@ TEST(LossScaling, ResumeKeepsTheScalerState) {
   c.train.initial_loss_scale = 65536;
   c.train.loss_scale_window = 2;
   c.train.steps = 6;
-  c.checkpoint.dir = std::string(LOOM_BINARY_DIR) + "/test_loss_scaling/rank" + std::to_string(rank);
+  c.checkpoint.dir =
+      std::string(LOOM_BINARY_DIR) + "/test_loss_scaling/rank" + std::to_string(rank);
   std::filesystem::remove_all(c.checkpoint.dir);
   SampleFn data = test::synthetic_samples(c.model.vocab_size, c.model.seq_len);
   setenv("LOOM_FAULT_NAN_GRADS", "1,2", 1);
