@@ -50,6 +50,17 @@ struct Act<float> {
   }
 };
 
+// host (n) fp32 = src (n) 16-bit values: half the bytes of a device-side cast, so copy the
+// values and widen them on the host; synchronizes.
+template <typename H, typename Widen>
+void copy_widen(float* host, const H* src, size_t n, cudaStream_t s, Widen widen) {
+  std::vector<H> tmp(n);
+  if (n)
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(tmp.data(), src, n * sizeof(H), cudaMemcpyDeviceToHost, s));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (size_t i = 0; i < n; i++) host[i] = widen(tmp[i]);
+}
+
 template <>
 struct Act<bf16> {
   static constexpr DType kDType = DType::BF16;
@@ -57,14 +68,8 @@ struct Act<bf16> {
   static void from_f32(bf16* dst, const float* src, size_t n, cudaStream_t s) {
     cuda::cast_f32_to_bf16(dst, src, n, s);
   }
-  // Half the bytes of a device-side cast: copy the bf16 values, widen them on the host.
   static void to_host_f32(float* host, const bf16* src, size_t n, cudaStream_t s) {
-    std::vector<bf16> tmp(n);
-    if (n)
-      LOOM_CUDA_CHECK(
-          cudaMemcpyAsync(tmp.data(), src, n * sizeof(bf16), cudaMemcpyDeviceToHost, s));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < n; i++) host[i] = cuda::bf16_to_float(tmp[i]);
+    copy_widen(host, src, n, s, cuda::bf16_to_float);
   }
 };
 
@@ -76,11 +81,7 @@ struct Act<f16> {
     cuda::cast_f32_to_f16(dst, src, n, s);
   }
   static void to_host_f32(float* host, const f16* src, size_t n, cudaStream_t s) {
-    std::vector<f16> tmp(n);
-    if (n)
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(tmp.data(), src, n * sizeof(f16), cudaMemcpyDeviceToHost, s));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < n; i++) host[i] = cuda::f16_to_float(tmp[i]);
+    copy_widen(host, src, n, s, cuda::f16_to_float);
   }
 };
 

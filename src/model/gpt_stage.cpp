@@ -133,22 +133,25 @@ void GPTStage::refresh_compute_weights() {
   if (be_.lowp()) be_.cast_to_act(cw_buf_.data(), params(), layout_.total());
 }
 
+namespace {
+// Layer `layer`'s twelve tensors in BlockTensors order, each looked up by at("h.<layer>.<name>").
+template <typename P, typename At>
+BlockTensors<P> layer_tensors(int layer, At at) {
+  const std::string h = "h." + std::to_string(layer) + ".";
+  auto p = [&](const char* name) { return at(h + name); };
+  return BlockTensors<P>{p("ln_1.weight"),      p("ln_1.bias"),          p("attn.c_attn.weight"),
+                         p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
+                         p("ln_2.weight"),      p("ln_2.bias"),          p("mlp.c_fc.weight"),
+                         p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"),  p("mlp.c_proj.bias")};
+}
+}  // namespace
+
 BlockWeights GPTStage::weights_at(int layer) const {
-  std::string h = "h." + std::to_string(layer) + ".";
-  auto p = [&](const char* name) { return cw(h + name); };
-  return BlockWeights{p("ln_1.weight"),      p("ln_1.bias"),          p("attn.c_attn.weight"),
-                      p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
-                      p("ln_2.weight"),      p("ln_2.bias"),          p("mlp.c_fc.weight"),
-                      p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"),  p("mlp.c_proj.bias")};
+  return layer_tensors<const void*>(layer, [this](const std::string& n) { return cw(n); });
 }
 
 BlockGrads GPTStage::grads_at(int layer) const {
-  std::string h = "h." + std::to_string(layer) + ".";
-  auto g = [&](const char* name) { return grad(h + name); };
-  return BlockGrads{g("ln_1.weight"),      g("ln_1.bias"),          g("attn.c_attn.weight"),
-                    g("attn.c_attn.bias"), g("attn.c_proj.weight"), g("attn.c_proj.bias"),
-                    g("ln_2.weight"),      g("ln_2.bias"),          g("mlp.c_fc.weight"),
-                    g("mlp.c_fc.bias"),    g("mlp.c_proj.weight"),  g("mlp.c_proj.bias")};
+  return layer_tensors<float*>(layer, [this](const std::string& n) { return grad(n); });
 }
 
 void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
