@@ -325,7 +325,8 @@ TEST(SafetensorsTensorParallel, ShardsMatchHdf5AndTileTheTensors) {
       }
     ASSERT_EQ(covered.size(), L1.params().size());
     for (const ParamSpec& g : L1.params()) {
-      const ParamSpec* stage0 = ParamLayout(m, tp, 0, pp, 0).find(g.name);
+      const ParamLayout first(m, tp, 0, pp, 0);  // outlives stage0, which points into it
+      const ParamSpec* stage0 = first.find(g.name);
       bool tp_split = stage0 ? stage0->shard != Shard::Replicated
                              : ParamLayout(m, tp, 0, pp, pp - 1).get(g.name).shard != Shard::Replicated;
       // Split tensors are covered once per stage holding them; replicated ones tp times.
