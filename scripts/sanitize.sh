@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds loom with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/ and runs the
-# tests there; fails on any failing test and on any sanitizer report, from any process.
+# tests there; fails on any failing test and on any sanitizer report, from any process
+# (docs/testing.md, "Sanitizers").
 #
 # usage: scripts/sanitize.sh [--unit] [ctest arguments...]
 #   (default)  build everything, run the unit and mpi labels
@@ -24,29 +25,48 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_CUDA=OF
   -DLOOM_SANITIZE=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 
-# Every report goes to its own file (reports/<tool>.<pid>), so that a report from a process
-# whose exit status a test ignores (an expected failure in a shell test) still fails the run.
+# Every process writes what the sanitizers print to files of its own under $reports, so that a
+# report from a process whose exit status a test ignores (an expected failure in a shell test,
+# a rank that mpirun ends early) still fails the run:
+#   report.<pid>  all sanitizer output, UBSan's included (scripts/sanitize/report_to_file.cpp;
+#                 gcc's UBSan runtime does not honour log_path)
+#   asan.<pid>    AddressSanitizer's and LeakSanitizer's own log_path copy
 reports="$build/sanitizer-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
 supp="$root/scripts/sanitize"
-# halt_on_error/abort_on_error: the first error ends the process with a failing status.
-# detect_leaks: LeakSanitizer at exit, with suppressions for libraries outside loom only.
-export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$reports/asan"
-export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
-export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export LOOM_SANITIZER_LOG_DIR="$reports"
+# halt_on_error/abort_on_error: the first memory error or undefined behaviour ends the process
+# with a failing status. detect_leaks: LeakSanitizer at exit, with suppressions for OpenMPI only
+# (scripts/sanitize/lsan.supp); exitcode=0 keeps a leak from changing the exit status, so that
+# mpirun does not end the other ranks before their own leak check has written its report (the
+# reports directory fails the run instead). fast_unwind_on_malloc=0, malloc_context_size=64:
+# allocation stacks must reach the OpenMPI functions that the suppressions name; the
+# frame-pointer unwinder loses the stack inside OpenMPI's libraries (built without frame
+# pointers), and MPI_Init's allocations lie up to 29 frames deep.
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:malloc_context_size=64:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$reports/asan"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:exitcode=0"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 status=0
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L "$labels" "$@" || status=$?
 
+# One report per process: report.<pid> holds everything; asan.<pid> is printed only for a
+# process without report.<pid>.
 shopt -s nullglob
-found=("$reports"/*)
-if ((${#found[@]} > 0)); then
-  echo "sanitize: ${#found[@]} sanitizer report(s):"
-  for f in "${found[@]}"; do
-    echo "===== $f"
-    cat "$f"
+pids=()
+for f in "$reports"/*; do pids+=("${f##*.}"); done
+if ((${#pids[@]} > 0)); then
+  mapfile -t pids < <(printf '%s\n' "${pids[@]}" | sort -un)
+  echo "sanitize: sanitizer reports from ${#pids[@]} process(es):"
+  for pid in "${pids[@]}"; do
+    files=("$reports/report.$pid")
+    [[ -f ${files[0]} ]] || files=("$reports"/*."$pid")
+    for f in "${files[@]}"; do
+      echo "===== $f"
+      cat "$f"
+    done
   done
   status=1
 fi
