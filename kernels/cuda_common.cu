@@ -5,7 +5,6 @@
 #include <sstream>
 #include <string>
 
-#include "core/check.h"
 #include "kernels/cuda_common.cuh"
 
 namespace loom::cuda {
@@ -33,21 +32,21 @@ void cuda_failed(const char* call, const char* file, int line, int err) {
   std::ostringstream os;
   os << file << ":" << line << ": CUDA call '" << call << "' failed: " << cudaGetErrorName(e)
      << " (" << err << "): " << cudaGetErrorString(e) << " on " << current_device();
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 void cublas_failed(const char* call, const char* file, int line, int status) {
   std::ostringstream os;
-  os << file << ":" << line << ": cuBLAS call '" << call << "' failed: "
-     << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
+  os << file << ":" << line << ": cuBLAS call '" << call
+     << "' failed: " << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
      << "): " << cublasLtGetStatusString((cublasStatus_t)status) << " on " << current_device();
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 void check_failed(const char* file, int line, const char* what) {
   std::ostringstream os;
   os << file << ":" << line << ": " << what;
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 }  // namespace detail

@@ -17,9 +17,10 @@
 #ifdef LOOM_HAVE_NCCL
 #include "parallel/nccl_comm.h"
 #endif
-#include "train/flops.h"
+#include "core/process.h"
+#include "model/flops.h"
+#include "parallel/collective.h"
 #include "train/signals.h"
-#include "train/startup.h"
 
 namespace loom {
 
