@@ -19,8 +19,8 @@ LAYERS = [
     "config",      # the YAML experiment description and its validation
     "backend",     # cpu and cuda devices: memory and the kernels of a step
     "parallel",    # grid, communicators (MPI, NCCL), topology, watchdog
-    "model",       # parameter layout, transformer blocks, a pipeline stage, init, FLOPs
-    "layout",      # the resolved run layout: batch split, schedule, ZeRO shards, memory plan
+    "layout",      # where things go: parameter layout, block buffers, schedules, ZeRO shards
+    "model",       # transformer blocks, a pipeline stage, init, FLOPs
     "data",        # .bin/.idx datasets, blending, shuffling, the loader
     "optim",       # ZeRO AdamW, learning-rate schedule, loss scaling
     "pipeline",    # the executor of a schedule

@@ -6,7 +6,7 @@
 
 #include "layout/schedule.h"
 #include "model/gpt_stage.h"
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 #include "tests/plan/plan_test_util.h"
