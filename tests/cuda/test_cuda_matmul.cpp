@@ -110,7 +110,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardBf16) {
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
   DevBuf<bf16> hX(to_bf16(x)), hW(to_bf16(w)), hB(to_bf16(b)), hG(to_bf16(g)), hY(y.size()),
       hPre(y.size()), hDx(dx.size());
-  DevBuf<float> dDw(dw), dDb(db);
+  // The device accumulators start from zero, as dw and db did before the cpu backward above.
+  DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, nullptr, nullptr);
   EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 forward");
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
@@ -136,7 +137,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardF16) {
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
   DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(y.size()),
       hPre(y.size()), hDx(dx.size());
-  DevBuf<float> dDw(dw), dDb(db);
+  // The device accumulators start from zero, as dw and db did before the cpu backward above.
+  DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   for (bool with_bias : {true, false}) {
     std::vector<float> yb((size_t)N * OC);
     cpu::matmul_forward(yb.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);
