@@ -38,8 +38,8 @@ void cuda_failed(const char* call, const char* file, int line, int err) {
 
 void cublas_failed(const char* call, const char* file, int line, int status) {
   std::ostringstream os;
-  os << file << ":" << line << ": cuBLAS call '" << call << "' failed: "
-     << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
+  os << file << ":" << line << ": cuBLAS call '" << call
+     << "' failed: " << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
      << "): " << cublasLtGetStatusString((cublasStatus_t)status) << " on " << current_device();
   throw InternalError(os.str());
 }
@@ -180,8 +180,8 @@ template <typename H>
 void cast_from_f32(H* out, const float* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_from_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      dev_ptr(out), in, n, vec);
+  LOOM_LAUNCH(cast_from_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (dev_ptr(out), in, n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -189,8 +189,8 @@ template <typename H>
 void cast_to_f32(float* out, const H* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_to_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      out, dev_ptr(in), n, vec);
+  LOOM_LAUNCH(cast_to_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (out, dev_ptr(in), n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
