@@ -320,18 +320,54 @@ LOOM_EMU_HOOKS(16)
 #undef LOOM_EMU_HOOKS
 void __tsan_read_range(void* p, unsigned long n) { loom_emu::rt::hook(p, n, false, false); }
 void __tsan_write_range(void* p, unsigned long n) { loom_emu::rt::hook(p, n, true, false); }
-// Atomics in host code of the instrumented files (static-local guards): plain atomics.
-#define LOOM_EMU_ATOMIC_LS(bits)                                                           \
-  uint##bits##_t __tsan_atomic##bits##_load(const volatile uint##bits##_t* a, int mo) {    \
-    return __atomic_load_n(a, mo);                                                         \
-  }                                                                                        \
-  void __tsan_atomic##bits##_store(volatile uint##bits##_t* a, uint##bits##_t v, int mo) { \
-    __atomic_store_n(a, v, mo);                                                            \
+// Atomics in host code of the instrumented files (static-local guards, shared_ptr counts): done
+// as the compiler would without instrumentation (sequentially consistent: always valid).
+#define LOOM_EMU_ATOMIC_OPS(bits)                                                                  \
+  using a##bits = uint##bits##_t;                                                                  \
+  a##bits __tsan_atomic##bits##_load(const volatile a##bits* a, int) {                             \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                   \
+  }                                                                                                \
+  void __tsan_atomic##bits##_store(volatile a##bits* a, a##bits v, int) {                          \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                      \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_exchange(volatile a##bits* a, a##bits v, int) {                    \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                            \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_fetch_add(volatile a##bits* a, a##bits v, int) {                   \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_fetch_sub(volatile a##bits* a, a##bits v, int) {                   \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_fetch_and(volatile a##bits* a, a##bits v, int) {                   \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_fetch_or(volatile a##bits* a, a##bits v, int) {                    \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                              \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_fetch_xor(volatile a##bits* a, a##bits v, int) {                   \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  int __tsan_atomic##bits##_compare_exchange_strong(volatile a##bits* a, a##bits* c, a##bits v,    \
+                                                    int, int) {                                    \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);        \
+  }                                                                                                \
+  int __tsan_atomic##bits##_compare_exchange_weak(volatile a##bits* a, a##bits* c, a##bits v, int, \
+                                                  int) {                                           \
+    return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
+  }                                                                                                \
+  a##bits __tsan_atomic##bits##_compare_exchange_val(volatile a##bits* a, a##bits c, a##bits v,    \
+                                                     int, int) {                                   \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);              \
+    return c;                                                                                      \
   }
-LOOM_EMU_ATOMIC_LS(8)
-LOOM_EMU_ATOMIC_LS(32)
-LOOM_EMU_ATOMIC_LS(64)
-#undef LOOM_EMU_ATOMIC_LS
+LOOM_EMU_ATOMIC_OPS(8)
+LOOM_EMU_ATOMIC_OPS(16)
+LOOM_EMU_ATOMIC_OPS(32)
+LOOM_EMU_ATOMIC_OPS(64)
+#undef LOOM_EMU_ATOMIC_OPS
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 void __tsan_init() {}
 void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}

@@ -371,6 +371,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dh, const
       return CUBLAS_STATUS_SUCCESS;
     }
   }
+  DeviceWindow window;
   run_gemm(pr);
   return CUBLAS_STATUS_SUCCESS;
 }

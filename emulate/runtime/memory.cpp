@@ -1,6 +1,9 @@
 // CUDA emulator: device memory in one reserved arena, with red zones and a shadow of what is
 // addressable, so that kernel accesses outside an allocation are caught at the access.
+#include <execinfo.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +17,8 @@
 namespace loom_emu::rt {
 namespace {
 
+// Between device work the arena is inaccessible to the host (PROT_NONE): host code that
+// dereferences a device pointer crashes here as it does next to a GPU, with a message.
 // Shadow byte per 8-byte granule: 0 never allocated (red zones are never allocated), 1..7 the
 // first k bytes addressable (the tail of an allocation), 8 all addressable, kFreed freed.
 constexpr size_t kArenaBytes = size_t(64) << 30;  // address space only (MAP_NORESERVE)
@@ -37,8 +42,8 @@ struct Arena {
   std::map<uintptr_t, Allocation> freed_allocs;  // for "use after free" reports
 
   Arena() {
-    void* p = mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     void* s = mmap(nullptr, kArenaBytes / 8, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED || s == MAP_FAILED) {
@@ -49,7 +54,9 @@ struct Arena {
     lo = reinterpret_cast<uintptr_t>(p);
     shadow = static_cast<uint8_t*>(s);
     next = lo + kRedZone;
+    install_segv_handler();
   }
+  static void install_segv_handler();
 };
 
 Arena& arena() {
@@ -59,6 +66,17 @@ Arena& arena() {
 
 uintptr_t align_up(uintptr_t x, size_t a) { return (x + a - 1) / a * a; }
 
+// Device work opens the arena lazily: its first touch of an allocation faults, and the handler
+// makes that allocation (with its red zones) accessible until the work ends. Only what device
+// work touches is ever toggled.
+int g_window = 0;   // nesting depth of DeviceWindow
+long g_device_tid;  // the thread doing the device work
+struct Opened {
+  uintptr_t b, e;
+};
+Opened g_opened[4096];
+int g_nopened = 0;
+
 // The live allocation holding a (or ending exactly at a), nullptr if none.
 const std::pair<const uintptr_t, Allocation>* live_at(uintptr_t a) {
   Arena& ar = arena();
@@ -66,6 +84,39 @@ const std::pair<const uintptr_t, Allocation>* live_at(uintptr_t a) {
   if (it == ar.live_allocs.begin()) return nullptr;
   --it;
   return a <= it->first + it->second.bytes ? &*it : nullptr;
+}
+
+void on_segv(int sig, siginfo_t* info, void*) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (in_arena(a) && g_window > 0 && syscall(SYS_gettid) == g_device_tid &&
+      g_nopened < (int)(sizeof(g_opened) / sizeof(g_opened[0]))) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t b = a / page * page, e = b + page;
+    if (const auto* al = live_at(a)) {  // the whole allocation and its red zones
+      b = (al->first - kRedZone) / page * page;
+      e = align_up(align_up(al->first + al->second.bytes, kAlign) + kRedZone, page);
+    }
+    mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE);
+    g_opened[g_nopened++] = Opened{b, e};
+    return;  // the access is retried
+  }
+  if (in_arena(a)) {
+    static const char msg[] =
+        "loom CUDA emulator: host code dereferenced device memory (a device pointer used on the "
+        "host, which faults next to a GPU too); host stack:\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    void* frames[32];
+    backtrace_symbols_fd(frames, backtrace(frames, 32), 2);
+  }
+  signal(sig, SIG_DFL);  // re-raised by returning: the default action ends the process
+}
+
+void Arena::install_segv_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
 }
 
 void set_shadow(uintptr_t base, size_t bytes, bool addressable) {
@@ -79,6 +130,16 @@ void set_shadow(uintptr_t base, size_t bytes, bool addressable) {
 }  // namespace
 
 bool in_arena(uintptr_t a) { return a - arena().lo < kArenaBytes; }
+
+DeviceWindow::DeviceWindow() {
+  if (g_window++ == 0) g_device_tid = syscall(SYS_gettid);
+}
+DeviceWindow::~DeviceWindow() {
+  if (--g_window != 0) return;
+  for (int i = 0; i < g_nopened; i++)
+    mprotect(reinterpret_cast<void*>(g_opened[i].b), g_opened[i].e - g_opened[i].b, PROT_NONE);
+  g_nopened = 0;
+}
 
 const uint8_t* shadow_of(uintptr_t a) { return arena().shadow + (a - arena().lo) / 8; }
 
@@ -99,18 +160,20 @@ void* device_alloc(size_t bytes, cudaError_t* err) {
     return nullptr;
   }
   ar.next = next;
+  ar.live_allocs[base] = Allocation{bytes, ++ar.serial};
+  ar.live += bytes;
+  DeviceWindow window;
   // Contents start as 0xff (like uninitialized device memory they must not be relied on; as
   // NaN they show up in any result that reads them); the red zone after it too.
   std::memset(reinterpret_cast<void*>(base), kFill, next - base);
   set_shadow(base, bytes, true);
-  ar.live_allocs[base] = Allocation{bytes, ++ar.serial};
-  ar.live += bytes;
   return reinterpret_cast<void*>(base);
 }
 
 std::string check_red_zones(const void* p) {
   const auto* a = live_at(reinterpret_cast<uintptr_t>(p));
   if (!a) return std::string();
+  DeviceWindow window;
   const uintptr_t end = a->first + a->second.bytes;
   const uintptr_t zone_end = align_up(end, kAlign) + kRedZone;
   const auto* z = reinterpret_cast<const uint8_t*>(end);
@@ -127,6 +190,7 @@ std::string check_red_zones(const void* p) {
 }
 
 void restore_red_zones() {
+  DeviceWindow window;
   for (const auto& [base, a] : arena().live_allocs) {
     const uintptr_t end = base + a.bytes;
     std::memset(reinterpret_cast<void*>(end), kFill, align_up(end, kAlign) + kRedZone - end);
@@ -150,7 +214,9 @@ cudaError_t device_free(void* p) {
   set_shadow(base, bytes, false);
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   const uintptr_t b = align_up(base, page), e = (base + bytes) / page * page;
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // hand pages back
+  if (e > b) {
+    madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // hand the pages back
+  }
   ar.freed_allocs[base] = it->second;
   ar.live -= bytes;
   ar.live_allocs.erase(it);

@@ -92,6 +92,7 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
                        std::string(call) + ": unknown cudaMemcpyKind " + std::to_string(kind));
   }
   if (e != cudaSuccess) return e;
+  DeviceWindow window;
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -103,6 +104,7 @@ cudaError_t set(const char* call, void* p, int value, size_t bytes, cudaStream_t
   if (bytes == 0) return cudaSuccess;
   const cudaError_t e = check_device(call, "destination", p, bytes);
   if (e != cudaSuccess) return e;
+  DeviceWindow window;
   std::memset(p, value, bytes);
   return cudaSuccess;
 }

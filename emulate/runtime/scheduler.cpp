@@ -461,6 +461,7 @@ void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg
   c.kernels++;
   static uint32_t block_serial = 0;
   g_block = &b;
+  DeviceWindow window;
   checks_on();
   for (unsigned z = 0; z < info.grid.z && !b.aborting; z++)
     for (unsigned y = 0; y < info.grid.y && !b.aborting; y++)

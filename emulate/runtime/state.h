@@ -33,6 +33,13 @@ Stats& counters();
 // A shadow byte per 8 bytes says what is addressable (see memory.cpp).
 constexpr size_t kTotalBytes = size_t(16) << 30;  // what cudaMemGetInfo reports
 void* device_alloc(size_t bytes, cudaError_t* err);
+// While one exists (nested ones allowed), device memory is accessible: device work only.
+struct DeviceWindow {
+  DeviceWindow();
+  ~DeviceWindow();
+  DeviceWindow(const DeviceWindow&) = delete;
+  DeviceWindow& operator=(const DeviceWindow&) = delete;
+};
 cudaError_t device_free(void* p);
 bool in_arena(uintptr_t a);
 size_t live_bytes();

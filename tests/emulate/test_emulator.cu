@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,15 @@ TEST(Emulator, UseAfterFreeAndHostPointersAreCaught) {
   expect_fault(cudaErrorIllegalAddress, "copy_kernel", "not device memory");
   EXPECT_EQ(cudaFree(freed), cudaErrorInvalidValue) << "double free";
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+}
+
+// Next to a GPU, host code that dereferences a device pointer crashes; here too, with a message
+// (device memory is accessible only while device work runs).
+TEST(EmulatorDeathTest, HostDereferenceOfDevicePointerCrashes) {
+  DevBuf<float> d(randu(16, 9));
+  float* p = d.get();
+  EXPECT_DEATH({ std::printf("%f\n", static_cast<volatile float*>(p)[3]); },
+               "host code dereferenced device memory");
 }
 
 // ---- alignment: a 128-bit access must be 16-byte aligned -------------------------------------
