@@ -168,6 +168,7 @@ inline void hook(const void* p, size_t size, bool write, bool aligned) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   if (in_arena(a)) {
     device_access(a, size, write, aligned);
+    global_access(a, size, write);
   } else if (a - g_sh_lo < g_sh_size) {
     shared_access(a, size, write ? Kind::Write : Kind::Read, aligned);
   }
@@ -199,12 +200,14 @@ void set_shared_range(uintptr_t lo, size_t bytes) {
 }
 
 void shared_new_block(uint32_t serial) {
+  races_new_block(serial);
   g_block = serial;
   g_epoch = 0;
   g_uninit.clear();
 }
 
 void shared_new_epoch() {
+  races_new_epoch();
   judge_uninit_reads();
   g_epoch++;
 }

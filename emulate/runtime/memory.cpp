@@ -130,6 +130,8 @@ void set_shadow(uintptr_t base, size_t bytes, bool addressable) {
 }  // namespace
 
 bool in_arena(uintptr_t a) { return a - arena().lo < kArenaBytes; }
+uintptr_t arena_lo() { return arena().lo; }
+size_t arena_bytes() { return kArenaBytes; }
 
 DeviceWindow::DeviceWindow() {
   if (g_window++ == 0) g_device_tid = syscall(SYS_gettid);

@@ -460,6 +460,7 @@ void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg
   Stats& c = counters();
   c.kernels++;
   static uint32_t block_serial = 0;
+  races_new_launch(block_serial + 1, info.grid, info.block);
   g_block = &b;
   DeviceWindow window;
   checks_on();

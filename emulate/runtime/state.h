@@ -42,6 +42,8 @@ struct DeviceWindow {
 };
 cudaError_t device_free(void* p);
 bool in_arena(uintptr_t a);
+uintptr_t arena_lo();
+size_t arena_bytes();
 size_t live_bytes();
 // [p, p + bytes) lies inside one live allocation.
 bool device_range_ok(const void* p, size_t bytes);
@@ -88,5 +90,14 @@ void set_shared_range(uintptr_t lo, size_t bytes);
 void shared_new_block(uint32_t block_serial);
 void shared_new_epoch();
 void shared_end_block();
+
+// ---- global-memory races (global_races.cpp)
+// ------------------------------------------------------ A launch's blocks get serials
+// first_block_serial, first_block_serial + 1, ... in grid order.
+void races_new_launch(uint32_t first_block_serial, dim3 grid, dim3 block);
+void races_new_block(uint32_t serial);
+void races_new_epoch();
+// A plain (non-atomic) access by the running thread to addressable device memory.
+void global_access(uintptr_t a, size_t size, bool write);
 
 }  // namespace loom_emu::rt

@@ -151,6 +151,41 @@ TEST(Emulator, UninitializedSharedReadIsCaught) {
   expect_fault(cudaErrorLaunchFailure, "uninit_kernel", "uninitialized shared memory");
 }
 
+// ---- global-memory races: blocks are not ordered ---------------------------------------------
+// sum[0] += x over the grid without atomics: every block reads and writes the same word.
+__global__ void grid_sum_kernel(float* sum, const float* x) {
+  if (threadIdx.x == 0) sum[0] += x[blockIdx.x];
+}
+
+// Each block writes its own partial; adjacent 2-byte elements belong to different threads.
+__global__ void partials_kernel(float* partial, __half* h, const float* x) {
+  if (threadIdx.x == 0) partial[blockIdx.x] = x[blockIdx.x];
+  h[blockIdx.x * blockDim.x + threadIdx.x] = __float2half_rn(1.0f);
+}
+
+// Thread 0 writes, the others read, in global memory: ordered only with the barrier.
+template <bool kSync>
+__global__ void publish_kernel(float* out, float* flag) {
+  if (threadIdx.x == 0) flag[blockIdx.x] = 1.0f;
+  if (kSync) __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = flag[blockIdx.x];
+}
+
+TEST(Emulator, GlobalMemoryRacesAreCaught) {
+  DevBuf<float> x(randu(8, 10)), sum(1), partial(8), out(8 * 64), flag(8);
+  DevBuf<__half> h(8 * 64);
+  LOOM_LAUNCH(partials_kernel, 8, 64, 0, nullptr)(partial.get(), h.get(), x.get());
+  expect_clean();
+  LOOM_LAUNCH(grid_sum_kernel, 1, 32, 0, nullptr)(sum.get(), x.get());
+  expect_clean();  // one block: no race
+  LOOM_LAUNCH(grid_sum_kernel, 8, 32, 0, nullptr)(sum.get(), x.get());
+  expect_fault(cudaErrorLaunchFailure, "grid_sum_kernel", "global-memory race");
+  LOOM_LAUNCH(publish_kernel<true>, 8, 64, 0, nullptr)(out.get(), flag.get());
+  expect_clean();
+  LOOM_LAUNCH(publish_kernel<false>, 8, 64, 0, nullptr)(out.get(), flag.get());
+  expect_fault(cudaErrorLaunchFailure, "publish_kernel<false>", "global-memory race");
+}
+
 // ---- barriers and warps behave as on a GPU -----------------------------------------------------
 // The last thread writes, everyone reads after the barrier: run-to-completion threads (no real
 // barrier) would read before the write.
