@@ -14,6 +14,7 @@ namespace loom_emu::rt {
 namespace {
 
 constexpr uint64_t kAlgoMagic = 0x6c6f6f6d456d754cull;  // marks algos made by the heuristic
+bool g_epilogues = true;
 
 std::set<const void*>& live() {
   static std::set<const void*> s;
@@ -99,6 +100,11 @@ size_t span(uint64_t rows, uint64_t cols, int64_t ld, cudaDataType t) {
 }  // namespace loom_emu::rt
 
 using namespace loom_emu::rt;
+
+void loom_emu::set_cublaslt_epilogues(bool on) {
+  std::lock_guard<std::recursive_mutex> lock(device_lock());
+  g_epilogues = on;
+}
 
 #define LOOM_EMU_LOCK std::lock_guard<std::recursive_mutex> loom_emu_lock_(device_lock())
 
@@ -285,6 +291,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   uint64_t m, n, k;
   const std::string bad = validate(*d, *a, *b, *c, *dd, &m, &n, &k);
   if (!bad.empty()) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "no algorithm: " + bad);
+  if (!g_epilogues && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    return CUBLAS_STATUS_NOT_SUPPORTED;  // set_cublaslt_epilogues(false): exercise fallbacks
   // Element alignment at least (the bias and aux pointers are judged by their values, as the
   // documentation says the heuristic does).
   const uint32_t ab = (uint32_t)type_bytes(a->type), cd = (uint32_t)type_bytes(c->type);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda_common.cuh"
+#include "kernels/gelu.h"
 #include "kernels/matmul.h"
 #include "loom_emu/emulator.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -311,6 +312,39 @@ TEST(Emulator, WrongLeadingDimensionFailsTheGemmCheck) {
   EXPECT_NE(r.find("cublasLtMatmul"), std::string::npos) << r;
   EXPECT_NE(r.find("beyond its allocation"), std::string::npos) << r;
   loom_emu::clear_fault();
+}
+
+// matmul_forward's paths for when cuBLASLt has no epilogue algorithm (a bias broadcast then a
+// beta = 1 GEMM; GELU unfused) and for OC not a multiple of 8 (no GELU aux), against the cpu twin.
+TEST(Emulator, MatmulFallbackPathsMatchCpu) {
+  cuda::GemmHandle h(0);
+  const int N = 20, IC = 32;
+  for (bool epilogues : {true, false})
+    for (int OC : {48, 42}) {
+      loom_emu::set_cublaslt_epilogues(epilogues);
+      const std::string what =
+          std::string(epilogues ? "epilogues" : "no epilogues") + " OC=" + std::to_string(OC);
+      auto x = randu((size_t)N * IC, 11), w = randu((size_t)IC * OC, 12), b = randu(OC, 13);
+      std::vector<float> y((size_t)N * OC), act(y.size());
+      cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IC, OC);
+      cpu::gelu_forward(act.data(), y.data(), y.size());
+      DevBuf<float> dX(x), dW(w), dB(b), dY(y.size()), dPre(y.size());
+      const uint64_t kernels = loom_emu::stats().kernels;
+      cuda::matmul_forward(h, dY.get(), dX.get(), dW.get(), dB.get(), N, IC, OC, nullptr, nullptr);
+      EXPECT_EQ(loom_emu::stats().kernels - kernels, epilogues ? 0u : 1u) << "bias broadcast";
+      EXPECT_REL_LE(dY.download(), y, kTolF32, "bias " + what);
+      cuda::matmul_forward(h, dY.get(), dX.get(), dW.get(), dB.get(), N, IC, OC, dPre.get(),
+                           nullptr);
+      EXPECT_REL_LE(dPre.download(), y, kTolF32, "pre-GELU " + what);
+      EXPECT_REL_LE(dY.download(), act, kTolF32, "GELU " + what);
+      auto xb = round_bf16(x), wb = round_bf16(w), bb = round_bf16(b);
+      std::vector<float> yb(y.size());
+      cpu::matmul_forward(yb.data(), xb.data(), wb.data(), bb.data(), N, IC, OC);
+      DevBuf<bf16> hX(to_bf16(xb)), hW(to_bf16(wb)), hB(to_bf16(bb)), hY(y.size());
+      cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, nullptr, nullptr);
+      EXPECT_REL_LE(to_f32(hY.download()), yb, kTolBF16, "bf16 bias " + what);
+    }
+  loom_emu::set_cublaslt_epilogues(true);
 }
 
 TEST(Emulator, CublasLtRefusesWhatItDoesNotImplement) {

@@ -15,6 +15,10 @@ std::string fault_report();
 // their red zones are refilled).
 void clear_fault();
 
+// With false, the emulated cuBLASLt finds no algorithm for any epilogue but the default (as a
+// real cuBLASLt may for some shapes and types), so callers' fallback paths run. Default true.
+void set_cublaslt_epilogues(bool on);
+
 struct Stats {
   uint64_t kernels = 0, blocks = 0, threads = 0;
   uint64_t barriers = 0, warp_exchanges = 0;
