@@ -4,12 +4,10 @@
 #include <link.h>
 #include <sys/mman.h>
 
-#include <boost/context/fiber.hpp>
 #include <cstdio>
-#include <sstream>
 #include <vector>
 
-#include "state.h"
+#include "block.h"
 
 namespace loom_emu::rt {
 
@@ -59,51 +57,13 @@ struct PoolAlloc {
   void deallocate(bctx::stack_context&) noexcept {}
 };
 
-// Thrown at a thread's next barrier or warp intrinsic once the kernel has faulted: unwinds the
-// thread (caught at the bottom of its fiber).
-struct Abort {};
-
-enum class State { Runnable, AtBarrier, AtWarp, Done, Abandoned };
-
-struct Thread {
-  detail::Coords coords;
-  int linear = 0, warp = 0, lane = 0;
-  State state = State::Runnable;
-  bctx::fiber fiber;  // the suspended thread
-  bctx::fiber back;   // the scheduler, while the thread runs
-};
-
-struct Warp {
-  int lanes = 0, arrived = 0, exited = 0;
-  uint32_t gen = 0;
-  detail::WarpOp op[2];
-  unsigned mask[2];
-  uint64_t vals[2][32];
-};
-
-struct Reduction {
-  int any = 0, all = 1, count = 0;
-};
-
 }  // namespace
-
-struct Block {
-  const detail::LaunchInfo* info = nullptr;
-  detail::ThreadFn fn = nullptr;
-  void* closure = nullptr;
-  uint3 idx{};
-  int nthreads = 0, live = 0, exited = 0, arrived = 0;
-  uint32_t gen = 0;
-  Reduction red[2];
-  std::vector<Thread>* threads = nullptr;
-  std::vector<Warp> warps;
-  bool aborting = false;
-};
-
-namespace {
 
 Block* g_block = nullptr;
 Thread* g_thread = nullptr;
+
+namespace {
+
 alignas(128) char g_dynamic_shared[kMaxDynamicShared];  // extern __shared__ of the running block
 
 std::string dim(const uint3& d) {
@@ -115,8 +75,6 @@ std::string kernel_name(const detail::LaunchInfo& i) {
   return std::string("kernel ") + i.kernel + " (launched at " + i.file + ":" +
          std::to_string(i.line) + ", grid " + dim(i.grid) + ", block " + dim(i.block) + ")";
 }
-
-void yield(Thread& t) { t.back = std::move(t.back).resume(); }
 
 // A thread's exit: barriers and warp intrinsics still awaited by others can no longer complete.
 void thread_exits(Block& b, Thread& t) {
@@ -309,116 +267,6 @@ using namespace loom_emu::rt;
 const Coords* coords() { return &g_thread->coords; }
 
 void* dynamic_shared() { return g_dynamic_shared; }
-
-int barrier(int op, int pred) {
-  Block& b = *g_block;
-  Thread& t = *g_thread;
-  if (b.aborting) throw Abort{};
-  counters().barriers++;
-  if (b.exited > 0) {
-    kernel_fault(cudaErrorLaunchFailure,
-                 "reaches __syncthreads after " + std::to_string(b.exited) +
-                     " threads of its block have exited (every thread must reach it)");
-    throw Abort{};
-  }
-  const uint32_t gen = b.gen;
-  Reduction& r = b.red[gen & 1];
-  r.any |= pred != 0;
-  r.all &= pred != 0;
-  r.count += pred != 0;
-  if (++b.arrived == b.live) {  // the last thread: release the block
-    b.arrived = 0;
-    b.gen++;
-    b.red[(gen + 1) & 1] = Reduction{};
-    shared_new_epoch();
-    for (int i = 0; i < b.nthreads; i++) {
-      Thread& o = (*b.threads)[i];
-      if (o.state == State::AtBarrier) o.state = State::Runnable;
-    }
-  } else {
-    t.state = State::AtBarrier;
-    yield(t);
-    if (b.aborting) throw Abort{};
-  }
-  switch (op) {
-    case 1:
-      return r.any;
-    case 2:
-      return r.all;
-    case 3:
-      return r.count;
-    default:
-      return 0;
-  }
-}
-
-uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t bits, int arg, int width) {
-  Block& b = *g_block;
-  Thread& t = *g_thread;
-  if (b.aborting) throw Abort{};
-  counters().warp_exchanges++;
-  Warp& w = b.warps[t.warp];
-  const unsigned full = w.lanes == 32 ? 0xffffffffu : (1u << w.lanes) - 1u;
-  if (mask != 0xffffffffu || width != 32 || w.lanes != 32) {
-    kernel_fault(
-        cudaErrorLaunchFailure, "a warp intrinsic with mask 0x" +
-                                    [&] {
-                                      std::ostringstream os;
-                                      os << std::hex << mask;
-                                      return os.str();
-                                    }() +
-                                    ", width " + std::to_string(width) + " in a warp of " +
-                                    std::to_string(w.lanes) +
-                                    " threads (the emulator implements full 32-lane warps only)");
-    throw Abort{};
-  }
-  (void)full;
-  if (w.exited > 0) {
-    kernel_fault(cudaErrorLaunchFailure, "a warp intrinsic names lanes that have exited");
-    throw Abort{};
-  }
-  const int buf = (int)(w.gen & 1);
-  if (w.arrived == 0) {
-    w.op[buf] = op;
-    w.mask[buf] = mask;
-  } else if (w.op[buf] != op || w.mask[buf] != mask) {
-    kernel_fault(cudaErrorLaunchFailure,
-                 "lanes of one warp are at different warp intrinsics (divergent shuffles)");
-    throw Abort{};
-  }
-  w.vals[buf][t.lane] = bits;
-  if (++w.arrived == w.lanes) {  // the last lane: the exchange is complete
-    w.arrived = 0;
-    w.gen++;
-    for (int l = 0; l < w.lanes; l++) {
-      Thread& o = (*b.threads)[t.warp * 32 + l];
-      if (o.state == State::AtWarp) o.state = State::Runnable;
-    }
-  } else {
-    t.state = State::AtWarp;
-    yield(t);
-    if (b.aborting) throw Abort{};
-  }
-  const uint64_t* v = w.vals[buf];
-  const int lane = t.lane;
-  switch (op) {
-    case kShflIdx:
-      return v[((arg % 32) + 32) % 32];
-    case kShflXor:
-      return v[(lane ^ arg) & 31];
-    case kShflDown:
-      return lane + arg < 32 ? v[lane + arg] : v[lane];
-    case kShflUp:
-      return lane - arg >= 0 ? v[lane - arg] : v[lane];
-    default:
-      break;
-  }
-  unsigned ballot = 0;
-  for (int l = 0; l < 32; l++) ballot |= (v[l] ? 1u : 0u) << l;
-  if (op == kBallot) return ballot;
-  if (op == kAny) return ballot != 0;
-  return ballot == 0xffffffffu;  // kAll
-}
 
 void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg* ptrs, int nptrs) {
   std::lock_guard<std::recursive_mutex> lock(device_lock());

@@ -79,9 +79,8 @@ void kernel_fault_by(int linear, cudaError_t code, const std::string& what);
 // The linear index of the running thread in its block (-1 outside kernels).
 int running_thread();
 
-// ---- access checks (access.cpp)
-// ------------------------------------------------------------------ Kernel accesses are checked
-// between checks_on() and checks_off() (one launch).
+// ---- access checks (access.cpp) ------------------------------------------------------------
+// Kernel accesses are checked between checks_on() and checks_off() (one launch).
 void checks_on();
 void checks_off();
 // The writable data of the module holding the running kernel: __shared__ variables live there.
@@ -91,9 +90,8 @@ void shared_new_block(uint32_t block_serial);
 void shared_new_epoch();
 void shared_end_block();
 
-// ---- global-memory races (global_races.cpp)
-// ------------------------------------------------------ A launch's blocks get serials
-// first_block_serial, first_block_serial + 1, ... in grid order.
+// ---- global-memory races (global_races.cpp) ------------------------------------------------
+// A launch's blocks get serials first_block_serial, first_block_serial + 1, ... in grid order.
 void races_new_launch(uint32_t first_block_serial, dim3 grid, dim3 block);
 void races_new_block(uint32_t serial);
 void races_new_epoch();

@@ -376,8 +376,7 @@ TEST(Emulator, CublasLtRefusesWhatItDoesNotImplement) {
   cublasLtMatrixLayoutDestroy(l);
 }
 
-// ---- bf16 / fp16: the toolkit's conversions (used by the emulated kernels) equal loom's
-// ------------
+// ---- bf16 / fp16: the toolkit's conversions (used by the emulated kernels) equal loom's ----
 TEST(Emulator, ToolkitConversionsEqualLoomsHostConversions) {
   // Every float whose bits 17..22 of the mantissa are one of a few patterns (0, 1, 2, 3, all
   // ones: carries) with every sign, exponent and 17 low bits (guard, sticky and last bits of both
