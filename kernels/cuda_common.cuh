@@ -210,7 +210,8 @@ void launch_map2(T* out, const T* a, const T* b, size_t n, Op op, cudaStream_t s
   constexpr int kBlock = 256;
   const bool vec = n % kV == 0 && aligned16(out) && aligned16(a) && (b == nullptr || aligned16(b));
   if (vec) {
-    LOOM_LAUNCH(map2_kernel<kV>, grid_for(n / kV, kBlock), kBlock, 0, stream)(out, a, b, n / kV, op);
+    LOOM_LAUNCH(map2_kernel<kV>, grid_for(n / kV, kBlock), kBlock, 0, stream)
+    (out, a, b, n / kV, op);
   } else {
     LOOM_LAUNCH(map2_kernel<1>, grid_for(n, kBlock), kBlock, 0, stream)(out, a, b, n, op);
   }

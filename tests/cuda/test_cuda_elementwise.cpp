@@ -1,4 +1,5 @@
-// cuda twins of the elementwise kernels (GELU, residual, casts, AdamW, global norm) vs the cpu twins.
+// cuda twins of the elementwise kernels (GELU, residual, casts, AdamW, global norm) vs the cpu
+// twins.
 #include <cmath>
 #include <iostream>
 #include <vector>

@@ -76,7 +76,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardFp32) {
     cpu::matmul_forward(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);
     cuda::matmul_forward(h, dY.get(), dX.get(), dW.get(), with_bias ? dB.get() : nullptr, N, IC, OC,
                          nullptr, nullptr);
-    EXPECT_REL_LE(dY.download(), y, kTolF32, std::string("forward bias=") + (with_bias ? "1" : "0"));
+    EXPECT_REL_LE(dY.download(), y, kTolF32,
+                  std::string("forward bias=") + (with_bias ? "1" : "0"));
     // Fused GELU: pre_gelu holds the linear output, out its GELU.
     std::vector<float> act(y.size());
     cpu::gelu_forward(act.data(), y.data(), y.size());
@@ -117,8 +118,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardBf16) {
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
   EXPECT_REL_LE(to_f32(hPre.download()), y, kTolBF16, "bf16 gelu epilogue pre-activation");
   EXPECT_REL_LE(to_f32(hY.download()), act, kTolBF16, "bf16 gelu epilogue output");
-  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC,
-                        OC, nullptr);
+  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC, OC,
+                        nullptr);
   EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp");
   EXPECT_REL_LE(dDw.download(), dw, kTolF32, "bf16 inputs, fp32 dw");
   EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 inputs, fp32 dbias");
