@@ -179,8 +179,8 @@ template <typename H>
 void cast_from_f32(H* out, const float* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_from_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      dev_ptr(out), in, n, vec);
+  LOOM_LAUNCH(cast_from_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (dev_ptr(out), in, n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -188,8 +188,8 @@ template <typename H>
 void cast_to_f32(float* out, const H* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_to_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      out, dev_ptr(in), n, vec);
+  LOOM_LAUNCH(cast_to_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (out, dev_ptr(in), n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

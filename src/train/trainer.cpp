@@ -73,6 +73,14 @@ void Trainer::build() {
       attach_nccl(pc, be_->stream());
 #endif
   }
+#if defined(LOOM_CUDA_EMULATE)
+  // The CPU emulation build has no NCCL: device collectives would have no communicator.
+  LOOM_USER_CHECK(
+      be_->device() != Device::CUDA || pc.world.size() == 1,
+      "device: cuda in the CUDA emulation build (LOOM_CUDA=EMULATE) runs one rank only, "
+      "NCCL is not emulated; run ",
+      pc.world.size(), " ranks with device: cpu, or build with LOOM_CUDA=ON for GPUs");
+#endif
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);
