@@ -6,8 +6,11 @@ set -euo pipefail
 # (configs), nlohmann-json (metrics, meta.json), HDF5 C API (weights, checkpoints),
 # OpenBLAS built for OpenMP (cpu GEMMs; one thread pool shared with our kernels),
 # ICU (Unicode classes for the GPT-2 pre-tokenizer), zlib (.gz corpora), GoogleTest.
+# clang 14 with its compiler-rt (libFuzzer, AddressSanitizer, UBSan runtimes) for the fuzz
+# targets of scripts/fuzz.sh.
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev nlohmann-json3-dev libhdf5-dev
   libopenblas-openmp-dev
