@@ -5,7 +5,8 @@
 //   classifier_forward -> (tp > 1: keep local max; all-reduce MAX; ce_rescale_sums; all-reduce SUM)
 //   -> ce_loss -> classifier_backward.
 // Threads own whole chunks (single-threaded BLAS inside) and per-chunk statistics are merged in
-// chunk order, so results do not depend on the thread count.
+// chunk order, so logits, statistics, dlogits and dW do not depend on the thread count; dx is one
+// threaded GEMM, whose summation order is OpenBLAS's and may change with the thread count.
 #pragma once
 #include <cstddef>
 #include <cstdint>

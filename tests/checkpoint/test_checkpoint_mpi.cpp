@@ -13,10 +13,12 @@
 namespace loom {
 namespace {
 
-constexpr double kLossTol = 1e-5;  // relative, resharded resume vs the uninterrupted run
+// A resume onto another layout continues the uninterrupted run within the reorder tolerance
+// class (tests/support/tolerance.h): the two runs summed in different orders since step 1.
 
 struct TrainRun {
   std::vector<double> losses;  // one per step run by this call
+  std::vector<double> lrs;     // the learning rate of each of those steps
   std::map<std::string, CanonicalTensor> weights;
 };
 
@@ -35,7 +37,9 @@ TrainRun train(Config c, int until, bool resume, int save_at = -1) {
     t.init_weights();
     t.resume();
     for (int s = t.start_step() + 1; s <= until; ++s) {
-      out.losses.push_back(t.train_step(s).loss);
+      const StepStats st = t.train_step(s);
+      out.losses.push_back(st.loss);
+      out.lrs.push_back(st.lr);
       if (s == save_at) t.save(s);
     }
     out.weights = gather_canonical(t.layout(), t.full_params().data(), *pc);
@@ -75,7 +79,7 @@ void exact_resume(int dp, int pp, int tp, int zero, const std::string& name) {
   TrainRun first = train(c, 10, false, 10);
   TrainRun second = train(c, 20, true);
   if (test::world_rank() != 0) return;
-  TrainRun joined{first.losses, second.weights};
+  TrainRun joined{first.losses, {}, second.weights};
   joined.losses.insert(joined.losses.end(), second.losses.begin(), second.losses.end());
   expect_bitwise(joined, straight, name);
 }
@@ -91,36 +95,49 @@ TEST(Checkpoint, ReshardedResume) {
   Config base = test::tiny_parallel_config();
   TrainRun straight = train(with_layout(base, 1, 1, 1, 0, dir + "_ref"), 20, false);
   train(with_layout(base, 2, 2, 2, 1, dir), 10, false, 10);
-  struct L { int dp, pp, tp, zero; } targets[] = {
-      {1, 2, 4, 0}, {4, 1, 2, 1}, {1, 1, 1, 0}, {2, 2, 2, 2}, {4, 2, 1, 3}};
+  struct L {
+    int dp, pp, tp, zero;
+  } targets[] = {{1, 2, 4, 0}, {4, 1, 2, 1}, {1, 1, 1, 0}, {2, 2, 2, 2}, {4, 2, 1, 3}};
   for (const L& l : targets) {
     // Each target resumes from the same step-10 checkpoint (none of them saves).
     TrainRun r = train(with_layout(base, l.dp, l.pp, l.tp, l.zero, dir), 20, true);
     if (test::world_rank() != 0) continue;
     ASSERT_EQ(r.losses.size(), 10u);
     for (size_t i = 0; i < 10; ++i)
-      EXPECT_NEAR(r.losses[i], straight.losses[10 + i], kLossTol * straight.losses[10 + i])
+      EXPECT_NEAR(r.losses[i], straight.losses[10 + i],
+                  test::kReorderLoss * straight.losses[10 + i])
           << "dp" << l.dp << " pp" << l.pp << " tp" << l.tp << " step " << 11 + i;
-    auto [err, tensor] = test::worst_weight_error(r.weights, straight.weights, base.model.d_model);
-    EXPECT_LT(err, 5e-5) << tensor;
+    double steps_lr = 0;  // the weights have drifted apart since step 1
+    for (double lr : straight.lrs) steps_lr += lr;
+    const test::WorstTensor w =
+        test::worst_in_steps(r.weights, straight.weights, base.model.d_model, steps_lr);
+    EXPECT_LE(w.value, test::kReorderWeightSteps) << w.name;
   }
 }
 
 // The canonical weights in a dp2xpp2xtp2 checkpoint equal those of the single-rank run's
-// checkpoint at the same step (within fp32 tolerance: the runs round differently).
+// checkpoint at the same step (within the reorder tolerance class: the runs round differently).
 TEST(Checkpoint, ExportOf3DEqualsSingleRank) {
   const std::string d3 = fresh_dir("export3d"), d1 = fresh_dir("export1");
   Config base = test::tiny_parallel_config();
   train(with_layout(base, 2, 2, 2, 1, d3), 10, false, 10);
-  train(with_layout(base, 1, 1, 1, 0, d1), 10, false, 10);
+  const TrainRun single_run = train(with_layout(base, 1, 1, 1, 0, d1), 10, false, 10);
   if (test::world_rank() != 0) return;
   ParamLayout single(base.model, 1, 0, 1, 0);
   std::vector<float> a(single.total()), b(single.total());
   read_checkpoint_tensors(d3 + "/step_0000010", single, a.data(), nullptr, nullptr);
   read_checkpoint_tensors(d1 + "/step_0000010", single, b.data(), nullptr, nullptr);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num += double(a[i] - b[i]) * (a[i] - b[i]), den += double(b[i]) * b[i];
-  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  double steps_lr = 0;
+  for (double lr : single_run.lrs) steps_lr += lr;
+  double worst = 0;
+  std::string worst_name;
+  for (const ParamSpec& p : single.params())
+    for (size_t i = 0; i < p.numel(); ++i) {
+      if (test::structurally_zero_gradient(p.name, i, base.model.d_model)) continue;
+      const double d = std::fabs(double(a[p.offset + i]) - double(b[p.offset + i])) / steps_lr;
+      if (!(d <= worst)) worst = d, worst_name = p.name;
+    }
+  EXPECT_LE(worst, test::kReorderWeightSteps) << worst_name;
 }
 
 TEST(Checkpoint, WrongModelIsRejectedWithTheMismatch) {

@@ -72,8 +72,8 @@ inline bool expect_close(const float* got, const double* want, size_t n, double 
   }
   if (bad) {
     ADD_FAILURE() << what << ": " << bad << "/" << n << " elements out of tolerance (rtol " << rtol
-                  << ", atol " << (atol_each ? atol_each[worst] : atol) << "); worst at " << worst << ": got " << got[worst]
-                  << ", want " << want[worst];
+                  << ", atol " << (atol_each ? atol_each[worst] : atol) << "); worst at " << worst
+                  << ": got " << got[worst] << ", want " << want[worst];
   }
   return bad == 0;
 }
@@ -89,15 +89,20 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Tolerances shared by the gradient tests: fp32 analytic gradients against double central
-// differences of a double reference forward (so the only error source is the kernel's fp32
-// rounding; the differences themselves are good to ~1e-9). fp32 has eps 6e-8 and the kernels sum
-// at most a few hundred terms here: measured errors stay below 1/5 of 2e-5 relative (plus a 2e-6
-// floor relative to the largest entry), while a real formula error (a missing term, a wrong
-// scale, a wrong mask) is off by orders of magnitude more.
+// Tolerances shared by the kernel tests: fp32 results against a double reference forward and
+// double central differences (good to ~1e-9, so the only error source is the kernel's fp32
+// rounding). Error model: each result is a chain of fp32 sums; a sum of n terms in any order
+// (so on any BLAS kernel family or SIMD width) is off by at most n*u of the sum of its terms'
+// magnitudes, and by about sqrt(n)*u when the roundings have independent signs. The sums here
+// have n <= 128 (channels, positions) except the 1000-entry softmax of one classifier test;
+// rtol = 2e-5 is the worst case n*u for n = 330 and 8x the independent-sign estimate for
+// n = 1000. The floor (a fraction of the largest entry) covers entries that are sums with heavy
+// cancellation, whose error scales with the terms rather than the (small) result. A formula
+// error (a missing term, a wrong scale, a wrong mask) is off by orders of magnitude more.
 constexpr double kGradRtol = 2e-5;
 constexpr double kGradAtol = 2e-6;
-// fp32 forward against the double reference forward on identical inputs.
+// fp32 forward against the double reference forward on identical inputs: one level of sums
+// (n <= 128: 7.6e-6 worst case).
 constexpr double kFwdRtol = 1e-5;
 constexpr double kFwdAtol = 1e-6;
 

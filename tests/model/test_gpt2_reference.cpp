@@ -10,6 +10,7 @@
 #include "ckpt/canonical.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
+#include "tests/support/tolerance.h"
 #include "train/trainer.h"
 
 namespace loom {
@@ -76,9 +77,9 @@ class Gpt2Reference : public ::testing::Test {
   std::unique_ptr<Trainer> trainer_;
 };
 
-// fp32 against a float64 reference: norm-wise relative errors of a few 1e-7 are expected.
-constexpr double kForwardTol = 1e-6;
-constexpr double kGradTol = 1e-5;
+// fp32 against a float64 reference: the classes and error models of tolerance.h.
+constexpr double kForwardTol = test::kRefForward;
+constexpr double kGradTol = test::kRefGrad;
 
 TEST_F(Gpt2Reference, LogitsAndLossMatchPyTorch) {
   const std::string fx = test::source_path(kFixture);
@@ -100,7 +101,7 @@ TEST_F(Gpt2Reference, LogitsAndLossMatchPyTorch) {
   EXPECT_LT(test::rel_error(got.data(), ref), kForwardTol);
   double loss = st.loss_sum() / N;
   double ref_loss = test::read_h5(fx, "loss")[0];
-  EXPECT_NEAR(loss, ref_loss, 1e-6 * std::fabs(ref_loss));
+  EXPECT_NEAR(loss, ref_loss, kForwardTol * std::fabs(ref_loss));
 }
 
 TEST_F(Gpt2Reference, EveryGradientMatchesPyTorch) {
@@ -129,42 +130,36 @@ TEST_F(Gpt2Reference, ThreeClippedAdamWStepsMatchPyTorch) {
   const std::string fx = test::source_path(kFixture);
   std::vector<double> ref_losses = test::read_h5(fx, "losses");
   std::vector<double> ref_norms = test::read_h5(fx, "grad_norm");
-  std::vector<float> w0(trainer_->stage().params(),
-                        trainer_->stage().params() + trainer_->layout().total());
   for (int s = 1; s <= cfg_.train.steps; ++s) {
     StepStats st = trainer_->train_step(s);
-    EXPECT_NEAR(st.loss, ref_losses[size_t(s - 1)], 1e-6 * ref_losses[size_t(s - 1)]) << "step " << s;
-    EXPECT_NEAR(st.grad_norm, ref_norms[size_t(s - 1)], 1e-5 * ref_norms[size_t(s - 1)]) << "step " << s;
+    const double rl = ref_losses[size_t(s - 1)], rn = ref_norms[size_t(s - 1)];
+    std::printf("step %d: loss rel err %.2e, grad norm rel err %.2e\n", s,
+                std::fabs(st.loss - rl) / rl, std::fabs(st.grad_norm - rn) / rn);
+    EXPECT_NEAR(st.loss, rl, kForwardTol * rl) << "step " << s;
+    EXPECT_NEAR(st.grad_norm, rn, kGradTol * rn) << "step " << s;
   }
-  // Compare the change of every weight (w3 - w0), which is what the optimizer computed.
-  // Excluded: the key part of attn.c_attn.bias. Adding a constant vector to every key shifts
-  // each score row by a constant, which softmax ignores, so that gradient is exactly zero in
-  // exact arithmetic; in any finite precision it is rounding noise (~1e-9 here), and AdamW's
-  // m/sqrt(v) turns noise into full-size steps of arbitrary sign. Its gradient is checked to be
-  // negligible instead.
+  // Every weight after 3 steps, max |w - w_ref| in units of the summed learning rates
+  // (test::kRefWeightSteps, tolerance.h). Left out: the key part of attn.c_attn.bias, whose
+  // gradient is zero in exact arithmetic (rounding noise in fp32 and float64 alike, which
+  // AdamW's m/sqrt(v) does not shrink); its reference gradient is checked to be negligible.
   const int C = cfg_.model.d_model;
-  double worst_delta = 0, worst_w = 0;
+  const double steps_lr = cfg_.optimizer.lr * cfg_.train.steps;  // constant schedule
+  double worst = 0;
+  std::string worst_name;
   for (const ParamSpec& p : trainer_->layout().params()) {
     std::vector<double> ref = test::read_h5(fx, "after3/" + p.name);
-    std::vector<double> init = test::read_h5(test::source_path(kWeights), p.name);
-    std::vector<double> dref, dgot, wref, wgot;
     const float* w = trainer_->stage().params() + p.offset;
-    bool qkv_bias = p.name.find("c_attn.bias") != std::string::npos;
+    double m = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-      if (qkv_bias && i >= size_t(C) && i < size_t(2 * C)) continue;
-      dref.push_back(ref[i] - init[i]);
-      dgot.push_back(double(w[i]) - double(w0[p.offset + i]));
-      wref.push_back(ref[i]);
-      wgot.push_back(w[i]);
+      if (test::structurally_zero_gradient(p.name, i, C)) continue;
+      const double d = std::fabs(double(w[i]) - ref[i]);
+      if (!(d <= m)) m = d;
     }
-    double ed = test::rel_error(dgot, dref), ew = test::rel_error(wgot, wref);
-    worst_delta = std::max(worst_delta, ed);
-    worst_w = std::max(worst_w, ew);
-    EXPECT_LT(ed, 2e-5) << p.name;
-    EXPECT_LT(ew, 1e-5) << p.name;
+    EXPECT_LT(m / steps_lr, test::kRefWeightSteps) << p.name;
+    if (m / steps_lr > worst) worst = m / steps_lr, worst_name = p.name;
   }
-  std::printf("after 3 steps: worst relative error of updates %.2e, of weights %.2e\n",
-              worst_delta, worst_w);
+  std::printf("after 3 steps: worst max |w - w_ref| %.2e of the summed learning rates (%s)\n",
+              worst, worst_name.c_str());
   for (int l = 0; l < cfg_.model.n_layer; ++l) {
     std::vector<double> g = test::read_h5(fx, "grads/h." + std::to_string(l) + ".attn.c_attn.bias");
     for (int i = C; i < 2 * C; ++i) EXPECT_LT(std::fabs(g[size_t(i)]), 1e-12);

@@ -1,7 +1,11 @@
 // Equivalence-test support: config, synthetic data, layout runs, weight comparison.
 #include "tests/parallel/equivalence_util.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/rng.h"
 
@@ -44,39 +48,70 @@ SampleFn synthetic_samples(int vocab, int seq_len) {
   };
 }
 
-RunResult run_layout(const Config& cfg, MPI_Comm world) {
+// AdamW's first moment after step 1 is (1 - beta1) times the clipped gradient. Each DP rank
+// holds the moments of its ZeRO shard (all of them at stage 0); summing the shards over DP
+// (each element is non-zero on one rank only, so the sum is exact) gives the whole flat buffer.
+std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer, ParallelCtx& pc,
+                                                                double beta1) {
+  const ParamLayout& layout = trainer.layout();
+  ZeroOptimizer& opt = trainer.optimizer();
+  std::vector<float> flat(layout.total(), 0.0f);
+  const ShardRange r = opt.shard();
+  const size_t hi = std::min(r.hi, layout.total());
+  for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(opt.m()[i - r.lo]) / (1.0 - beta1));
+  if (opt.stage() > 0) pc.dp.all_reduce(flat.data(), flat.size(), ReduceOp::Sum);
+  return gather_canonical(layout, flat.data(), pc);
+}
+
+RunResult run_layout(const Config& cfg, MPI_Comm world, SampleFn samples) {
   Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
   auto pc = make_parallel_ctx(grid, world);
-  Trainer trainer(cfg, *pc, synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
+  Trainer trainer(cfg, *pc,
+                  samples ? samples : synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
   trainer.init_weights();
   RunResult out;
-  for (int s = 1; s <= cfg.train.steps; ++s) out.losses.push_back(trainer.train_step(s).loss);
+  for (int s = 1; s <= cfg.train.steps; ++s) {
+    StepStats st = trainer.train_step(s);
+    out.losses.push_back(st.loss);
+    out.lrs.push_back(st.lr);
+    if (s == 1) out.grads1 = first_moment_as_gradient(trainer, *pc, cfg.optimizer.beta1);
+  }
   out.weights = gather_canonical(trainer.layout(), trainer.full_params().data(), *pc);
   out.memory = trainer.optimizer().memory();
   return out;
 }
 
-std::pair<double, std::string> worst_weight_error(const std::map<std::string, CanonicalTensor>& got,
-                                                  const std::map<std::string, CanonicalTensor>& ref,
-                                                  int d_model) {
-  double worst = 0;
-  std::string name;
-  if (got.size() != ref.size()) return {INFINITY, "tensor count differs"};
-  for (const auto& [n, r] : ref) {
-    auto it = got.find(n);
-    if (it == got.end() || it->second.data.size() != r.data.size()) return {INFINITY, n};
-    bool qkv_bias = n.find("c_attn.bias") != std::string::npos;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < r.data.size(); ++i) {
-      if (qkv_bias && i >= size_t(d_model) && i < size_t(2 * d_model)) continue;
-      double d = double(it->second.data[i]) - double(r.data[i]);
-      num += d * d;
-      den += double(r.data[i]) * r.data[i];
-    }
-    double e = std::sqrt(num / (den > 0 ? den : 1));
-    if (e > worst) worst = e, name = n;
+RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model) {
+  RunDiff d;
+  if (got.losses.size() != ref.losses.size() || ref.losses.empty()) {
+    d.first_loss = d.later_loss = INFINITY;
+    return d;
   }
-  return {worst, name};
+  auto rel = [&](size_t s) {
+    return std::fabs(got.losses[s] - ref.losses[s]) / std::fabs(ref.losses[s]);
+  };
+  d.first_loss = rel(0);
+  for (size_t s = 1; s < ref.losses.size(); ++s)
+    if (!(rel(s) <= d.later_loss)) d.later_loss = rel(s), d.later_loss_step = int(s) + 1;
+  if (!got.grads1.empty() && !ref.grads1.empty())
+    d.grad1 = worst_relative(got.grads1, ref.grads1, d_model);
+  double steps_lr = 0;
+  for (double lr : ref.lrs) steps_lr += lr;
+  d.weights = worst_in_steps(got.weights, ref.weights, d_model, steps_lr);
+  return d;
+}
+
+void expect_reorder_equal(const RunResult& got, const RunResult& ref, int d_model,
+                          const std::string& what) {
+  const RunDiff d = compare_runs(got, ref, d_model);
+  EXPECT_LE(d.first_loss, kReorderFirstLoss) << what << ": step 1 loss";
+  EXPECT_LE(d.later_loss, kReorderLoss) << what << ": loss of step " << d.later_loss_step;
+  EXPECT_LE(d.grad1.value, kReorderGrad) << what << ": step 1 gradient of " << d.grad1.name;
+  EXPECT_LE(d.weights.value, kReorderWeightSteps) << what << ": weights of " << d.weights.name;
+  std::printf(
+      "%-36s loss: step 1 %.1e, later %.1e | step-1 grad %.1e (%s) | weights %.1e lr (%s)\n",
+      what.c_str(), d.first_loss, d.later_loss, d.grad1.value, d.grad1.name.c_str(),
+      d.weights.value, d.weights.name.c_str());
 }
 
 }  // namespace loom::test

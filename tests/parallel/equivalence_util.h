@@ -8,6 +8,7 @@
 
 #include "ckpt/canonical.h"
 #include "config/config.h"
+#include "tests/support/tolerance.h"
 #include "train/trainer.h"
 
 namespace loom::test {
@@ -19,18 +20,31 @@ Config tiny_parallel_config();
 SampleFn synthetic_samples(int vocab, int seq_len);
 
 struct RunResult {
-  std::vector<double> losses;                         // every step, on every rank
-  std::map<std::string, CanonicalTensor> weights;     // on rank 0 of `world` only
-  MemoryReport memory;                                // this rank's buffers
+  std::vector<double> losses;  // every step, on every rank
+  std::vector<double> lrs;     // every step's learning rate
+  // The first step's clipped gradient c*g (c = min(1, clip/norm)), from AdamW's first moment
+  // m1 = (1 - beta1) c g; on rank 0 of `world` only.
+  std::map<std::string, CanonicalTensor> grads1;
+  std::map<std::string, CanonicalTensor> weights;  // on rank 0 of `world` only
+  MemoryReport memory;                             // this rank's buffers
 };
 
 // Trains cfg for cfg.train.steps steps on the ranks of `world` (its size = dp*pp*tp).
-RunResult run_layout(const Config& cfg, MPI_Comm world);
+RunResult run_layout(const Config& cfg, MPI_Comm world, SampleFn samples = {});
 
-// Worst norm-wise relative error over all tensors (the key part of attn.c_attn.bias is left
-// out: its gradient is zero in exact arithmetic, see test_gpt2_reference.cpp), and the name.
-std::pair<double, std::string> worst_weight_error(const std::map<std::string, CanonicalTensor>& got,
-                                                  const std::map<std::string, CanonicalTensor>& ref,
-                                                  int d_model);
+// How far two runs of the same training are apart, in the units of the reorder tolerance
+// class (tests/support/tolerance.h): step 1's loss, later losses (relative), step 1's gradient
+// (norm-wise per tensor; skipped when either run has none) and the final weights (max |dw| in
+// units of the summed learning rates of `ref`).
+struct RunDiff {
+  double first_loss = 0, later_loss = 0;
+  int later_loss_step = 0;  // 1-based step of later_loss
+  WorstTensor grad1, weights;
+};
+RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model);
+
+// EXPECTs every part of compare_runs within the reorder class bounds and prints one line.
+void expect_reorder_equal(const RunResult& got, const RunResult& ref, int d_model,
+                          const std::string& what);
 
 }  // namespace loom::test
