@@ -47,13 +47,6 @@ Handle create(const std::string& path) {
   return Handle(f, H5Fclose);
 }
 
-bool has_dataset(hid_t file, const std::string& name) {
-  if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) return false;
-  H5O_info_t info;
-  if (H5Oget_info_by_name(file, name.c_str(), &info, H5P_DEFAULT) < 0) return false;
-  return info.type == H5O_TYPE_DATASET;
-}
-
 namespace {
 
 // The innermost message of HDF5's error stack: the most specific cause of the last failure.
@@ -69,6 +62,29 @@ std::string last_error() {
       &msg);
   return msg.empty() ? "no detail from HDF5" : msg;
 }
+
+}  // namespace
+
+bool has_dataset(hid_t file, const std::string& name, const std::string& path) {
+  // One component at a time: H5Lexists fails, rather than answering no, when a group on the
+  // way is missing, and a failure is then left to mean what it says (an unreadable file).
+  const auto unreadable = [&](const std::string& part) {
+    return UserError(str("HDF5 file '", path, "': '", part, "' cannot be read (", last_error(),
+                         "): the file is corrupt or a link in it dangles"));
+  };
+  H5O_info_t info;
+  for (size_t end = name.find('/', 1);; end = name.find('/', end + 1)) {
+    const std::string part = name.substr(0, end);
+    const htri_t exists = H5Lexists(file, part.c_str(), H5P_DEFAULT);
+    if (exists == 0) return false;
+    if (exists < 0 || H5Oget_info_by_name(file, part.c_str(), &info, H5P_DEFAULT) < 0)
+      throw unreadable(part);
+    if (end == std::string::npos) return info.type == H5O_TYPE_DATASET;
+    if (info.type != H5O_TYPE_GROUP) return false;
+  }
+}
+
+namespace {
 
 const char* class_name(H5T_class_t c) {
   switch (c) {
@@ -100,7 +116,7 @@ const char* class_name(H5T_class_t c) {
 // Opens a dataset that loom can read as weights: floating point, data inside this file.
 Handle open_weights(hid_t file, const std::string& name, const std::string& path) {
   const std::string where = str("HDF5 file '", path, "': dataset '", name, "'");
-  if (!has_dataset(file, name)) throw UserError(where + " is missing or is not a dataset");
+  if (!has_dataset(file, name, path)) throw UserError(where + " is missing or is not a dataset");
   hid_t id = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
   if (id < 0) throw UserError(str(where, " cannot be opened (", last_error(), ")"));
   Handle ds(id, H5Dclose);

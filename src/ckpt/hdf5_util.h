@@ -34,7 +34,10 @@ void quiet();
 // Opens an existing file read-only; UserError naming the path when it is missing or not HDF5.
 Handle open_read(const std::string& path, const std::string& what);
 Handle create(const std::string& path);
-bool has_dataset(hid_t file, const std::string& name);
+// Whether `name` (a path like "param/x/0") names a dataset: false when it or a group on its way
+// is missing or is another kind of object; UserError naming the file when HDF5 cannot read an
+// object on the way (a corrupt file, a dangling link).
+bool has_dataset(hid_t file, const std::string& name, const std::string& path);
 // The shape of a weights dataset; UserError naming the file and the dataset when it is missing,
 // not floating point, or keeps its data in other files (external storage, virtual dataset).
 std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path);
