@@ -72,9 +72,16 @@ for t in "${TARGETS[@]}"; do
   if [[ $CI == 1 ]]; then args+=(-runs="${CI_RUNS[$t]}"); fi
   [[ -n "$RUNS" ]] && args+=(-runs="$RUNS")
   [[ -n "$TIME" ]] && args+=(-max_total_time="$TIME")
+  # hdf5_raw hands any bytes to libhdf5, which allocates sizes read from the file and reports
+  # a failed allocation as an error (so a too-large request returns NULL here), and which leaks
+  # on some error paths of its object-header cache (libhdf5 1.10.8): no leak check there.
+  # loom's HDF5 code is leak-checked by hdf5_weights and checkpoint, and all three check that
+  # no HDF5 object is left open after an input.
+  asan=$ASAN_OPTIONS
+  [[ $t == hdf5_raw ]] && asan+=":allocator_may_return_null=1:detect_leaks=0"
   t0=$SECONDS
   log="$BUILD/findings/$t.log"
-  if "$BUILD/fuzz/fuzz_$t" "${args[@]}" "${dirs[@]}" >"$log" 2>&1; then
+  if ASAN_OPTIONS=$asan "$BUILD/fuzz/fuzz_$t" "${args[@]}" "${dirs[@]}" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
     echo "fuzz.sh: $t: $runs runs in $((SECONDS - t0)) s, $cov, corpus $(ls "$corpus" | wc -l) files: clean"

@@ -1,5 +1,9 @@
 // Fuzz entry points for weights and checkpoints: safetensors, HDF5 weight files (structure-aware
 // and raw) and checkpoint directories (meta.json + a structure-aware shard + latest).
+#include <hdf5.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ckpt/canonical.h"
@@ -45,6 +49,17 @@ std::vector<H5Expect> checkpoint_names() {
 
 namespace {
 
+// After each input, on success and after a refusal, every HDF5 object loom opened is closed: a
+// file left open keeps its metadata cache, which a later open of the same path would share.
+struct AllHdf5Closed {
+  ~AllHdf5Closed() {
+    const ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+    if (n == 0) return;
+    std::fprintf(stderr, "loom fuzz: property violated: %zd HDF5 objects left open\n", n);
+    std::abort();
+  }
+};
+
 // The layout a load reads into: one rank, or TP rank 1 of 2 (partial reads of every tensor),
 // chosen by the input so that both are covered at the cost of one load per run.
 ParamLayout tiny_layout(size_t size) {
@@ -78,6 +93,7 @@ void safetensors(const uint8_t* data, size_t size) {
 }
 
 void hdf5_weights(const uint8_t* data, size_t size) {
+  AllHdf5Closed closed;
   const std::string path = scratch_dir() + "/weights.h5";
   static const std::vector<H5Expect> names = canonical_names();
   build_h5(path, std::string_view(reinterpret_cast<const char*>(data), size), names);
@@ -85,12 +101,14 @@ void hdf5_weights(const uint8_t* data, size_t size) {
 }
 
 void hdf5_raw(const uint8_t* data, size_t size) {
+  AllHdf5Closed closed;
   const std::string path = scratch_dir() + "/raw.h5";
   write_file(path, std::string_view(reinterpret_cast<const char*>(data), size));
   load_tiny(path, size);
 }
 
 void checkpoint(const uint8_t* data, size_t size) {
+  AllHdf5Closed closed;
   namespace fs = std::filesystem;
   static const std::vector<H5Expect> names = checkpoint_names();
   const auto parts = split(data, size, 3);
