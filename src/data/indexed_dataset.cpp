@@ -153,7 +153,7 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   LOOM_CHECK(seq >= 0 && seq < num_seqs_ && offset >= 0 && count >= 0 &&
                  offset + count <= sequence_length(seq),
              "read(", seq, ", ", offset, ", ", count, ") outside ", prefix_);
-  if (count == 0) return;  // an empty .bin maps to no address at all
+  if (count == 0) return;  // out may be null then, and an empty .bin maps to no address
   const uint8_t* p = bin_.data() + sequence_pointer(seq) + offset * int64_t(item_);
   switch (dtype_) {
     case mmidx::kUInt16:
