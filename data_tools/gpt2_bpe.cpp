@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/json_util.h"
 
 namespace loom::tok {
 
@@ -100,13 +101,11 @@ constexpr size_t kMaxSlots = size_t(1) << 20, kMaxKeyBytes = size_t(16) << 20;
 
 Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_path) {
   // ---- vocabulary: {"token": id, ...} ----
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_all(vocab_path, "vocabulary"));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UserError(str(vocab_path, ": the vocabulary does not parse as JSON (", e.what(),
-                        "); expected GPT-2's encoder.json or vocab.json"));
-  }
+  // {"token": id, ...} nests one level; deeper input is not a vocabulary.
+  const nlohmann::json j = parse_json_text(
+      read_all(vocab_path, "vocabulary"), 4,
+      str(vocab_path,
+          ": the vocabulary does not parse (expected GPT-2's encoder.json or vocab.json)"));
   LOOM_USER_CHECK(j.is_object() && !j.empty(), vocab_path,
                   ": the vocabulary must be a JSON object of token -> id (GPT-2's encoder.json)");
   std::unordered_map<std::string, int32_t> vocab;

@@ -7,8 +7,11 @@ set -euo pipefail
 # OpenBLAS built for OpenMP (cpu GEMMs; one thread pool shared with our kernels),
 # ICU (Unicode classes for the GPT-2 pre-tokenizer), zlib (.gz corpora), GoogleTest,
 # Boost.Context (the fibers of the CPU emulation build of the cuda sources, LOOM_CUDA=EMULATE).
+# clang 14 with its compiler-rt (libFuzzer, AddressSanitizer, UBSan runtimes) for the fuzz
+# targets of scripts/fuzz.sh.
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev nlohmann-json3-dev libhdf5-dev
   libopenblas-openmp-dev

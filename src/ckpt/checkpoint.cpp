@@ -24,7 +24,6 @@ namespace loom {
 
 namespace {
 
-const char* kFormat = "loom-checkpoint-1";
 const char* kKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 std::string step_name(int step) {
@@ -148,21 +147,6 @@ std::vector<std::pair<int, fs::path>> step_dirs(const fs::path& root) {
   return out;
 }
 
-json read_meta(const std::string& dir) {
-  std::string path = (fs::path(dir) / "meta.json").string();
-  std::ifstream in(path);
-  if (!in) throw UserError(str("checkpoint '", dir, "': meta.json is missing or unreadable"));
-  try {
-    json j = json::parse(in);
-    if (j.value("format", "") != kFormat)
-      throw UserError(str("checkpoint '", path, "': not a loom checkpoint (format '",
-                          j.value("format", ""), "', expected '", kFormat, "')"));
-    return j;
-  } catch (const json::exception& e) {
-    throw UserError(str("checkpoint '", path, "' does not parse: ", e.what()));
-  }
-}
-
 }  // namespace
 
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
@@ -220,7 +204,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
           files.push_back({{"file", s["file"]}, {"bytes", s["bytes"]}, {"crc32", s["crc32"]}});
         }
         const auto& par = cfg.parallel;
-        json meta = {{"format", kFormat},
+        json meta = {{"format", kCheckpointFormat},
                      {"step", step},
                      {"consumed_samples", consumed_samples},
                      {"trainer_state",
@@ -264,32 +248,31 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
 }
 
 ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) {
-  json meta = read_meta(dir);
-  json want = model_json(model);
-  for (auto& [key, val] : want.items())
-    if (meta["model"][key] != val)
-      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=",
-                          meta["model"][key].dump(), ", but this config has ", val.dump(),
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  const std::pair<const char*, std::pair<int64_t, int64_t>> dims[] = {
+      {"n_layer", {meta.n_layer, model.n_layer}},
+      {"n_head", {meta.n_head, model.n_head}},
+      {"d_model", {meta.d_model, model.d_model}},
+      {"vocab_size", {meta.vocab_size, model.vocab_size}},
+      {"positions", {meta.positions, model.positions()}},
+      {"tie_embeddings", {meta.tie_embeddings, model.tie_embeddings}}};
+  for (const auto& [key, v] : dims)
+    if (v.first != v.second)
+      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=", v.first,
+                          ", but this config has ", v.second,
                           "; use a checkpoint of this model or set checkpoint.resume: none"));
-  for (const json& f : meta["files"]) {
-    std::string path = (fs::path(dir) / f["file"].get<std::string>()).string();
+  for (const CkptFile& f : meta.files) {
+    std::string path = (fs::path(dir) / f.file).string();
     std::error_code ec;
-    if (!fs::exists(path, ec))
+    if (!fs::is_regular_file(path, ec))
       throw UserError(str("checkpoint '", dir, "': shard '", path, "' is missing"));
     uint64_t bytes = 0;
     uint32_t crc = file_crc32(path, &bytes);
-    if (bytes != f["bytes"].get<uint64_t>() || crc != f["crc32"].get<uint32_t>())
+    if (bytes != f.bytes || crc != f.crc32)
       throw UserError(str("checkpoint '", dir, "': shard '", path, "' fails its checksum (", bytes,
-                          " bytes, expected ", f["bytes"].get<uint64_t>(),
-                          "): corrupted or truncated"));
+                          " bytes, expected ", f.bytes, "): corrupted or truncated"));
   }
-  ResumePoint rp{dir, meta["step"].get<int>(), meta["consumed_samples"].get<int64_t>(), {}};
-  if (meta.contains("trainer_state")) {  // absent in checkpoints of earlier versions
-    const json& t = meta["trainer_state"];
-    rp.state = {t.value("loss_scale", 0.0), t.value("loss_scale_clean", 0),
-                t.value("skipped_steps", 0)};
-  }
-  return rp;
+  return ResumePoint{dir, meta.step, meta.consumed_samples, meta.state};
 }
 
 std::string resolve_checkpoint_dir(const std::string& path) {
@@ -300,6 +283,12 @@ std::string resolve_checkpoint_dir(const std::string& path) {
     std::ifstream in(p / "latest");
     std::string name;
     in >> name;
+    // Only what save_checkpoint writes there: a step directory beside `latest`.
+    if (name.size() != 12 || name.rfind("step_", 0) != 0 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      throw UserError(str("checkpoint '", (p / "latest").string(), "' names '", name.substr(0, 40),
+                          "', not a step directory (step_NNNNNNN): the file is corrupt; give a "
+                          "step directory instead"));
     p /= name;
   }
   return p.string();
@@ -338,9 +327,9 @@ ResumePoint find_resume(const Config& cfg, ParallelCtx& pc) {
 
 void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, float* params,
                              float* m, float* v) {
-  json meta = read_meta(dir);
-  std::map<std::string, std::vector<json>> stored;  // tensor -> its blocks in the files
-  for (const json& b : meta["blocks"]) stored[b["tensor"].get<std::string>()].push_back(b);
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  std::map<std::string, std::vector<const CkptBlock*>> stored;  // tensor -> its stored blocks
+  for (const CkptBlock& b : meta.blocks) stored[b.tensor].push_back(&b);
   std::map<std::string, h5::Handle> files;
   auto file = [&](const std::string& name) -> hid_t {
     auto it = files.find(name);
@@ -356,24 +345,30 @@ void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, 
     auto it = stored.find(p.name);
     if (it == stored.end())
       throw UserError(str("checkpoint '", dir, "' has no tensor '", p.name, "'"));
+    check_stored_blocks(meta.path, p.name, p.rows, p.cols, it->second);
     int64_t covered = 0, needed = 0;
     for (int kind = 0; kind < kinds; ++kind) std::fill_n(dst[kind] + p.offset, p.numel(), 0.0f);
     for (const ShardBlock& lb : layout.blocks(p)) {
       needed += lb.rows * lb.cols;
-      for (const json& sb : it->second) {
-        int64_t sr = sb["grow"], sc = sb["gcol"], nr = sb["rows"], nc = sb["cols"];
+      for (const CkptBlock* sb : it->second) {
+        const int64_t sr = sb->grow, sc = sb->gcol, nr = sb->rows, nc = sb->cols;
         int64_t r0 = std::max(lb.grow, sr), r1 = std::min(lb.grow + lb.rows, sr + nr);
         int64_t c0 = std::max(lb.gcol, sc), c1 = std::min(lb.gcol + lb.cols, sc + nc);
         if (r0 >= r1 || c0 >= c1) continue;
         covered += (r1 - r0) * (c1 - c0);
-        const std::string fname = sb["file"];
-        const size_t k = sb["k"];
+        const std::string path = (fs::path(dir) / sb->file).string();
+        const hid_t f = file(sb->file);
         for (int kind = 0; kind < kinds; ++kind) {
+          const std::string name = block_path(kKinds[kind], p.name, size_t(sb->k));
+          const std::vector<hsize_t> shape = h5::dataset_shape(f, name, path);
+          if (shape != std::vector<hsize_t>{hsize_t(nr), hsize_t(nc)})
+            throw UserError(str("checkpoint shard '", path, "': dataset '", name, "' has ",
+                                shape.size(), " dimensions or another shape than the ", nr, "x", nc,
+                                " block meta.json describes: the checkpoint is corrupt"));
           float* out =
               dst[kind] + p.offset + (lb.lrow + r0 - lb.grow) * p.lcols + lb.lcol + (c0 - lb.gcol);
-          h5::read_block_f32(file(fname), block_path(kKinds[kind], p.name, k), hsize_t(r0 - sr),
-                             hsize_t(c0 - sc), hsize_t(r1 - r0), hsize_t(c1 - c0), out,
-                             hsize_t(p.lcols), fname);
+          h5::read_block_f32(f, name, hsize_t(r0 - sr), hsize_t(c0 - sc), hsize_t(r1 - r0),
+                             hsize_t(c1 - c0), out, hsize_t(p.lcols), path);
         }
       }
     }
@@ -394,8 +389,10 @@ void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOpti
 }
 
 Config checkpoint_config(const std::string& dir) {
-  json meta = read_meta(dir);
-  return parse_config(meta["config"].get<std::string>(), {}, dir + "/meta.json");
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  if (meta.config.empty())
+    throw UserError(str("checkpoint '", meta.path, "' holds no 'config': give the config file"));
+  return parse_config(meta.config, {}, meta.path);
 }
 
 }  // namespace loom

@@ -311,7 +311,18 @@ double Trainer::evaluate(int iters) {
   return loss / (double(iters) * G * T);
 }
 
+void Trainer::lock_checkpoint_dir() {
+  if (ckpt_lock_tried_) return;
+  collectively(
+      [&] {
+        if (pc_.rank == 0) ckpt_lock_ = DirLock(cfg_.checkpoint_dir());
+      },
+      pc_.world.mpi());
+  ckpt_lock_tried_ = true;
+}
+
 void Trainer::resume() {
+  if (cfg_.checkpoint.save_interval > 0 || cfg_.checkpoint.resume == "auto") lock_checkpoint_dir();
   ResumePoint rp = find_resume(cfg_, pc_);
   if (rp.dir.empty()) {
     if (cfg_.checkpoint.resume == "auto")
@@ -335,6 +346,7 @@ void Trainer::load(const std::string& dir) {
 }
 
 void Trainer::save(int step) {
+  lock_checkpoint_dir();
   int64_t consumed = base_samples_ + int64_t(step - start_step_) * cfg_.train.global_batch_size;
   TrainerState st;
   st.skipped_steps = skipped_;

@@ -291,10 +291,11 @@ TEST(LoomData, CorruptDatasetsAreNamed) {
   bad_dtype[17] = 12;
   write(dir + "/d.idx", bad_dtype);
   write(dir + "/d.bin", bin);
-  for (auto [prefix, needle] : {std::pair<std::string, std::string>{"t", "t.bin: truncated"},
-                                {"i", "i.idx: truncated"},
-                                {"d", "d.idx: dtype code 12 is out of range"},
-                                {"nothere", "nothere.idx: cannot open"}}) {
+  for (auto [prefix, needle] :
+       {std::pair<std::string, std::string>{"t", "t.bin is 44 bytes but t.idx describes 46 bytes"},
+        {"i", "i.idx: truncated"},
+        {"d", "d.idx: dtype code 12 is out of range"},
+        {"nothere", "nothere.idx: cannot open"}}) {
     Result r = run(dir, kBin + "loom-data inspect " + prefix);
     EXPECT_NE(r.code, 0) << prefix;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
