@@ -8,7 +8,7 @@
 
 #include "core/check.h"
 #include "data/indexed_dataset.h"
-#include "tokenizer.h"
+#include "data_tools/tokenizer.h"
 
 using namespace loom;
 
@@ -44,15 +44,20 @@ Options parse(int argc, char** argv, int first) {
       LOOM_USER_CHECK(i + 1 < argc, a, " needs a value (see loom-data --help)");
       return argv[++i];
     };
-    if (a == "--tokenizer") o.tokenizer = next();
-    else if (a == "--vocab") o.vocab = next();
-    else if (a == "--merges") o.merges = next();
-    else if (a == "--ids") o.ids = true;
+    if (a == "--tokenizer")
+      o.tokenizer = next();
+    else if (a == "--vocab")
+      o.vocab = next();
+    else if (a == "--merges")
+      o.merges = next();
+    else if (a == "--ids")
+      o.ids = true;
     else if (a == "--doc") {
       const std::string v = next();
       char* end = nullptr;
       o.doc = std::strtoll(v.c_str(), &end, 10);
-      LOOM_USER_CHECK(!v.empty() && *end == '\0' && o.doc >= 0, "--doc \"", v, "\" must be a document number >= 0");
+      LOOM_USER_CHECK(!v.empty() && *end == '\0' && o.doc >= 0, "--doc \"", v,
+                      "\" must be a document number >= 0");
     } else if (a.rfind("--", 0) == 0) {
       throw UserError(str("unknown option \"", a, "\" (see loom-data --help)"));
     } else {
@@ -70,10 +75,14 @@ double percentile(const std::vector<int64_t>& sorted, double p) {
 std::string printable(std::string s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += str("\\x", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
-    else out += char(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += str("\\x", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+    else
+      out += char(c);
   }
   return out;
 }
@@ -85,16 +94,18 @@ int inspect(const Options& o) {
   if (!o.tokenizer.empty()) tk = tok::make_tokenizer(o.tokenizer, o.vocab, o.merges);
   std::printf("dataset    %s\n", ds.prefix().c_str());
   std::printf("dtype      %s (code %d)\n", mmidx::dtype_name(ds.dtype_code()), ds.dtype_code());
-  std::printf("documents  %lld\nsequences  %lld\ntokens     %lld\n", static_cast<long long>(ds.num_documents()),
+  std::printf("documents  %lld\nsequences  %lld\ntokens     %lld\n",
+              static_cast<long long>(ds.num_documents()),
               static_cast<long long>(ds.num_sequences()), static_cast<long long>(ds.num_tokens()));
   std::vector<int64_t> lens(size_t(ds.num_documents()));
   for (int64_t d = 0; d < ds.num_documents(); ++d) lens[size_t(d)] = ds.document_tokens(d);
   std::sort(lens.begin(), lens.end());
   if (!lens.empty())
-    std::printf("doc length min %lld  p10 %.0f  p50 %.0f  p90 %.0f  p99 %.0f  max %lld  mean %.1f tokens\n",
-                static_cast<long long>(lens.front()), percentile(lens, 0.1), percentile(lens, 0.5),
-                percentile(lens, 0.9), percentile(lens, 0.99), static_cast<long long>(lens.back()),
-                double(ds.num_tokens()) / double(lens.size()));
+    std::printf(
+        "doc length min %lld  p10 %.0f  p50 %.0f  p90 %.0f  p99 %.0f  max %lld  mean %.1f tokens\n",
+        static_cast<long long>(lens.front()), percentile(lens, 0.1), percentile(lens, 0.5),
+        percentile(lens, 0.9), percentile(lens, 0.99), static_cast<long long>(lens.back()),
+        double(ds.num_tokens()) / double(lens.size()));
   if (!mmidx::is_integer_dtype(ds.dtype_code())) {
     std::printf("check      OK: header, document index and .bin size agree (not token ids)\n");
     return 0;
@@ -129,10 +140,12 @@ int inspect(const Options& o) {
     if (table[id]) top.push_back({-table[id], int32_t(id)});
   for (auto& [id, n] : others) top.push_back({-n, id});
   std::sort(top.begin(), top.end());
-  std::printf("token ids  %zu distinct, min %d, max %d\n", top.size(), top.empty() ? 0 : lo, top.empty() ? 0 : hi);
+  std::printf("token ids  %zu distinct, min %d, max %d\n", top.size(), top.empty() ? 0 : lo,
+              top.empty() ? 0 : hi);
   std::printf("most frequent:");
   for (size_t i = 0; i < std::min<size_t>(10, top.size()); ++i) {
-    std::printf(" %d (%.1f%%)", top[i].second, 100.0 * double(-top[i].first) / double(ds.num_tokens()));
+    std::printf(" %d (%.1f%%)", top[i].second,
+                100.0 * double(-top[i].first) / double(ds.num_tokens()));
     if (tk && top[i].second >= 0 && top[i].second < tk->vocab_size())
       std::printf(" \"%s\"", printable(tk->decode(&top[i].second, 1)).c_str());
   }
@@ -142,19 +155,20 @@ int inspect(const Options& o) {
                 static_cast<long long>(eod_count), static_cast<long long>(eod_ends),
                 static_cast<long long>(ds.num_documents()));
     LOOM_USER_CHECK(top.empty() || (lo >= 0 && hi < tk->vocab_size()), ds.bin_path(), ": token id ",
-                    lo < 0 ? lo : hi, " is outside the ", tk->name(), " vocabulary (0..", tk->vocab_size() - 1,
-                    "): the dataset was made with another tokenizer");
+                    lo < 0 ? lo : hi, " is outside the ", tk->name(), " vocabulary (0..",
+                    tk->vocab_size() - 1, "): the dataset was made with another tokenizer");
   }
   std::printf("check      OK: header, document index and .bin size agree\n");
   return 0;
 }
 
 int decode(const Options& o) {
-  LOOM_USER_CHECK(o.positional.size() == 1, "decode takes one PREFIX and --doc I (see loom-data --help)");
+  LOOM_USER_CHECK(o.positional.size() == 1,
+                  "decode takes one PREFIX and --doc I (see loom-data --help)");
   LOOM_USER_CHECK(o.doc >= 0, "decode needs --doc I (a 0-based document number)");
   IndexedDataset ds(o.positional[0]);
-  LOOM_USER_CHECK(o.doc < ds.num_documents(), "--doc ", o.doc, " is out of range: ", ds.prefix(), " has ",
-                  ds.num_documents(), " documents (0..", ds.num_documents() - 1, ")");
+  LOOM_USER_CHECK(o.doc < ds.num_documents(), "--doc ", o.doc, " is out of range: ", ds.prefix(),
+                  " has ", ds.num_documents(), " documents (0..", ds.num_documents() - 1, ")");
   std::vector<int32_t> ids;
   for (int64_t s = ds.doc_begin(o.doc); s < ds.doc_end(o.doc); ++s) {
     const size_t at = ids.size();
@@ -173,15 +187,18 @@ int decode(const Options& o) {
 }
 
 int merge(const Options& o) {
-  LOOM_USER_CHECK(o.positional.size() >= 2, "merge takes OUT and at least one IN prefix (see loom-data --help)");
+  LOOM_USER_CHECK(o.positional.size() >= 2,
+                  "merge takes OUT and at least one IN prefix (see loom-data --help)");
   std::vector<std::unique_ptr<IndexedDataset>> ins;
-  for (size_t i = 1; i < o.positional.size(); ++i) ins.push_back(std::make_unique<IndexedDataset>(o.positional[i]));
+  for (size_t i = 1; i < o.positional.size(); ++i)
+    ins.push_back(std::make_unique<IndexedDataset>(o.positional[i]));
   IndexedDatasetWriter w(o.positional[0], ins[0]->dtype_code());
   for (const auto& d : ins) w.append(*d);
   w.finish();
-  std::printf("loom-data: merged %zu datasets: %lld documents, %lld tokens (%s) -> %s.bin/.idx\n", ins.size(),
-              static_cast<long long>(w.num_documents()), static_cast<long long>(w.num_tokens()),
-              mmidx::dtype_name(w.dtype_code()), o.positional[0].c_str());
+  std::printf("loom-data: merged %zu datasets: %lld documents, %lld tokens (%s) -> %s.bin/.idx\n",
+              ins.size(), static_cast<long long>(w.num_documents()),
+              static_cast<long long>(w.num_tokens()), mmidx::dtype_name(w.dtype_code()),
+              o.positional[0].c_str());
   return 0;
 }
 
@@ -199,12 +216,14 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, stdout);
         return 0;
       }
-    LOOM_USER_CHECK(!cmd.empty(), "missing command: inspect, decode or merge (see loom-data --help)");
+    LOOM_USER_CHECK(!cmd.empty(),
+                    "missing command: inspect, decode or merge (see loom-data --help)");
     const Options o = parse(argc, argv, 2);
     if (cmd == "inspect") return inspect(o);
     if (cmd == "decode") return decode(o);
     if (cmd == "merge") return merge(o);
-    throw UserError(str("unknown command \"", cmd, "\": choose inspect, decode or merge (see loom-data --help)"));
+    throw UserError(str("unknown command \"", cmd,
+                        "\": choose inspect, decode or merge (see loom-data --help)"));
   } catch (const UserError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "loom-data: error: %s\n", e.what());

@@ -1,17 +1,17 @@
 // GPT-2 vocabulary/merges loading, the two BPE merge strategies and the piece cache.
-#include "gpt2_bpe.h"
+#include "data_tools/gpt2_bpe.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 #include "core/check.h"
+#include "core/json_util.h"
 
 namespace loom::tok {
 
@@ -20,7 +20,8 @@ uint32_t byte_to_unicode(uint8_t b) {
     std::vector<uint32_t> t(256);
     uint32_t extra = 256;
     for (int c = 0; c < 256; ++c) {
-      bool printable = (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+      bool printable =
+          (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
       t[size_t(c)] = printable ? uint32_t(c) : extra++;
     }
     return t;
@@ -92,21 +93,19 @@ uint64_t hash_bytes(const uint8_t* s, size_t n) {
   return h | 1;  // 0 marks an empty cache slot
 }
 
-constexpr size_t kMaxCachedPiece = 128;     // longer pieces are merged each time
-constexpr size_t kHeapThreshold = 64;       // longer pieces use the O(n log n) strategy
+constexpr size_t kMaxCachedPiece = 128;  // longer pieces are merged each time
+constexpr size_t kHeapThreshold = 64;    // longer pieces use the O(n log n) strategy
 constexpr size_t kMaxSlots = size_t(1) << 20, kMaxKeyBytes = size_t(16) << 20;
 
 }  // namespace
 
 Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_path) {
   // ---- vocabulary: {"token": id, ...} ----
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_all(vocab_path, "vocabulary"));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UserError(str(vocab_path, ": the vocabulary does not parse as JSON (", e.what(),
-                        "); expected GPT-2's encoder.json or vocab.json"));
-  }
+  // {"token": id, ...} nests one level; deeper input is not a vocabulary.
+  const nlohmann::json j = parse_json_text(
+      read_all(vocab_path, "vocabulary"), 4,
+      str(vocab_path,
+          ": the vocabulary does not parse (expected GPT-2's encoder.json or vocab.json)"));
   LOOM_USER_CHECK(j.is_object() && !j.empty(), vocab_path,
                   ": the vocabulary must be a JSON object of token -> id (GPT-2's encoder.json)");
   std::unordered_map<std::string, int32_t> vocab;
@@ -150,13 +149,15 @@ Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_pa
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
     const size_t sp = line.find(' ');
-    const std::string a = line.substr(0, sp), b = sp == std::string::npos ? "" : line.substr(sp + 1);
+    const std::string a = line.substr(0, sp),
+                      b = sp == std::string::npos ? "" : line.substr(sp + 1);
     LOOM_USER_CHECK(!a.empty() && !b.empty() && b.find(' ') == std::string::npos, merges_path, ":",
                     line_no, ": expected two tokens separated by one space, got \"", line,
                     "\" (is this GPT-2's vocab.bpe / merges.txt?)");
     auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
     LOOM_USER_CHECK(ia != vocab.end() && ib != vocab.end() && im != vocab.end(), merges_path, ":",
-                    line_no, ": merge \"", line, "\" uses or makes a token missing from ", vocab_path);
+                    line_no, ": merge \"", line, "\" uses or makes a token missing from ",
+                    vocab_path);
     const uint64_t key = (uint64_t(uint32_t(ia->second)) << 32) | uint32_t(ib->second);
     list.push_back({key, {int32_t(list.size()), im->second}});
   }
@@ -184,7 +185,8 @@ void Gpt2Encoder::cache_reset(size_t slots) {
   vals_.clear();
 }
 
-void Gpt2Encoder::cache_insert(uint64_t h, const uint8_t* s, size_t n, const int32_t* ids, size_t m) {
+void Gpt2Encoder::cache_insert(uint64_t h, const uint8_t* s, size_t n, const int32_t* ids,
+                               size_t m) {
   if (2 * (used_ + 1) > slots_.size()) {
     if (slots_.size() >= kMaxSlots) {
       cache_reset(slots_.size());  // bounded memory: start over
@@ -230,8 +232,10 @@ void Gpt2Encoder::piece(const uint8_t* s, size_t n, std::vector<int32_t>& out) {
     }
   }
   const size_t at = out.size();
-  if (n > kHeapThreshold) bpe_heap(s, n, out);
-  else bpe_passes(s, n, out);
+  if (n > kHeapThreshold)
+    bpe_heap(s, n, out);
+  else
+    bpe_passes(s, n, out);
   cache_insert(h, s, n, out.data() + at, out.size() - at);
 }
 
@@ -252,7 +256,8 @@ void Gpt2Encoder::bpe_passes(const uint8_t* s, size_t n, std::vector<int32_t>& o
     int32_t best = INT_MAX, merged = -1, rank, mid;
     size_t at = 0;
     for (size_t i = 0; i + 1 < syms_.size(); ++i)
-      if (m_.merge(syms_[i], syms_[i + 1], &rank, &mid) && rank < best) best = rank, merged = mid, at = i;
+      if (m_.merge(syms_[i], syms_[i + 1], &rank, &mid) && rank < best)
+        best = rank, merged = mid, at = i;
     if (merged < 0) break;
     const int32_t a = syms_[at], b = syms_[at + 1];
     size_t w = at;  // one left-to-right pass merging every (a, b), as GPT-2's bpe() does

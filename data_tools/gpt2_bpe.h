@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pretokenize.h"
+#include "data_tools/pretokenize.h"
 
 namespace loom::tok {
 

@@ -1,5 +1,5 @@
 // Input expansion (files, globs, directories) and the streaming document reader.
-#include "inputs.h"
+#include "data_tools/inputs.h"
 
 #include <glob.h>
 
@@ -17,16 +17,20 @@ namespace loom::tok {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The format of a corpus file from its extension, or false for anything else.
 bool format_of(const std::string& path, InputFormat* format) {
   std::string p = path;
   if (ends_with(p, ".gz")) p.resize(p.size() - 3);
-  if (ends_with(p, ".txt") || ends_with(p, ".text")) *format = InputFormat::kText;
-  else if (ends_with(p, ".jsonl") || ends_with(p, ".json") || ends_with(p, ".ndjson")) *format = InputFormat::kJsonl;
-  else return false;
+  if (ends_with(p, ".txt") || ends_with(p, ".text"))
+    *format = InputFormat::kText;
+  else if (ends_with(p, ".jsonl") || ends_with(p, ".json") || ends_with(p, ".ndjson"))
+    *format = InputFormat::kJsonl;
+  else
+    return false;
   return true;
 }
 
@@ -48,10 +52,12 @@ void add_path(const std::string& path, std::vector<InputFile>& out) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     std::vector<std::string> found;
-    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
+    for (auto it = fs::recursive_directory_iterator(
+             path, fs::directory_options::skip_permission_denied, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       InputFormat fmt;
-      if (it->is_regular_file(ec) && format_of(it->path().string(), &fmt)) found.push_back(it->path().string());
+      if (it->is_regular_file(ec) && format_of(it->path().string(), &fmt))
+        found.push_back(it->path().string());
     }
     LOOM_USER_CHECK(!ec, path, ": cannot list the directory (", ec.message(), ")");
     LOOM_USER_CHECK(!found.empty(), path, ": the directory holds no ", kKinds, " files");
@@ -84,7 +90,8 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
     std::error_code ec;
     InputFormat fmt;
     for (size_t i = 0; i < g.gl_pathc; ++i)
-      if (fs::is_directory(g.gl_pathv[i], ec) || format_of(g.gl_pathv[i], &fmt)) add_path(g.gl_pathv[i], out);
+      if (fs::is_directory(g.gl_pathv[i], ec) || format_of(g.gl_pathv[i], &fmt))
+        add_path(g.gl_pathv[i], out);
     ::globfree(&g);
     LOOM_USER_CHECK(out.size() > before, a, ": the pattern matches no ", kKinds, " file");
   }

@@ -1,5 +1,5 @@
 // The preprocess pipeline: reader + in-order writer on the calling thread, tokenizing workers.
-#include "preprocess.h"
+#include "data_tools/preprocess.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -13,7 +13,7 @@
 
 #include "core/check.h"
 #include "data/indexed_dataset.h"
-#include "inputs.h"
+#include "data_tools/inputs.h"
 
 namespace loom::tok {
 
@@ -26,14 +26,16 @@ struct Job {
   std::vector<int32_t> tokens;
   std::vector<uint32_t> lengths;  // tokens per written document
   int64_t empty = 0, bad = 0, text_bytes = 0;
-  std::string error;              // the first UserError of this batch
-  std::exception_ptr failure;     // anything else
+  std::string error;           // the first UserError of this batch
+  std::exception_ptr failure;  // anything else
   bool done = false;
 };
 
 // Tokenizes one batch; JSONL lines are parsed here, on the worker.
-void run_job(Job& job, Encoder& enc, const PreprocessOptions& opt, const std::vector<InputFile>& files, int eod) {
-  const std::string fix = opt.skip_bad ? "" : " (fix the line, or pass --skip-bad to count and skip such lines)";
+void run_job(Job& job, Encoder& enc, const PreprocessOptions& opt,
+             const std::vector<InputFile>& files, int eod) {
+  const std::string fix =
+      opt.skip_bad ? "" : " (fix the line, or pass --skip-bad to count and skip such lines)";
   std::string value;
   job.tokens.reserve(job.batch.text.size() / 3 + 16);  // English GPT-2: about 4 bytes per token
   for (const DocRef& d : job.batch.docs) {
@@ -43,10 +45,14 @@ void run_job(Job& job, Encoder& enc, const PreprocessOptions& opt, const std::ve
       try {
         const auto v = nlohmann::json::parse(text);
         auto it = v.is_object() ? v.find(opt.json_key) : v.end();
-        if (!v.is_object()) problem = "not a JSON object";
-        else if (it == v.end()) problem = str("no \"", opt.json_key, "\" key (choose the key with --json-key)");
-        else if (!it->is_string()) problem = str("\"", opt.json_key, "\" is not a string");
-        else value = it->get_ref<const std::string&>();
+        if (!v.is_object())
+          problem = "not a JSON object";
+        else if (it == v.end())
+          problem = str("no \"", opt.json_key, "\" key (choose the key with --json-key)");
+        else if (!it->is_string())
+          problem = str("\"", opt.json_key, "\" is not a string");
+        else
+          value = it->get_ref<const std::string&>();
       } catch (const nlohmann::json::exception& e) {
         std::string what = e.what();
         const size_t cut = what.find("] ");
@@ -85,8 +91,10 @@ std::string clock_text(double s) {
 
 PreprocessSummary preprocess(const PreprocessOptions& opt, const Tokenizer& tokenizer) {
   const auto t0 = Clock::now();
-  LOOM_USER_CHECK(opt.workers >= 1 && opt.workers <= 256, "--workers ", opt.workers, " must be 1..256");
-  LOOM_USER_CHECK(!opt.output_prefix.empty(), "--output-prefix is required (writes PREFIX.bin and PREFIX.idx)");
+  LOOM_USER_CHECK(opt.workers >= 1 && opt.workers <= 256, "--workers ", opt.workers,
+                  " must be 1..256");
+  LOOM_USER_CHECK(!opt.output_prefix.empty(),
+                  "--output-prefix is required (writes PREFIX.bin and PREFIX.idx)");
   LOOM_USER_CHECK(opt.split_docs == "file" || opt.split_docs == "paragraph", "--split-docs \"",
                   opt.split_docs, "\": choose file or paragraph");
   LOOM_USER_CHECK(!opt.json_key.empty(), "--json-key must not be empty");
@@ -101,8 +109,9 @@ PreprocessSummary preprocess(const PreprocessOptions& opt, const Tokenizer& toke
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   IndexedDatasetWriter writer(opt.output_prefix, sum.dtype);
-  DocumentReader reader(files, opt.split_docs == "paragraph" ? DocumentReader::Split::kParagraph
-                                                             : DocumentReader::Split::kFile,
+  DocumentReader reader(files,
+                        opt.split_docs == "paragraph" ? DocumentReader::Split::kParagraph
+                                                      : DocumentReader::Split::kFile,
                         opt.batch_bytes);
 
   // Workers take jobs from `pending`; the writer waits on the oldest job of `inflight`.
@@ -179,10 +188,12 @@ PreprocessSummary preprocess(const PreprocessOptions& opt, const Tokenizer& toke
     if (opt.progress && now - last_progress > std::chrono::milliseconds(500)) {
       last_progress = now;
       const double s = std::chrono::duration<double>(now - t0).count();
-      const double done = double(reader.bytes_consumed()), frac = total_bytes ? done / double(total_bytes) : 0;
-      std::fprintf(stderr, "\r\033[K  %.1f / %.1f MB (%.0f%%)  %.2f MB/s  %.0f docs/s  ETA %s", done / 1e6,
-                   double(total_bytes) / 1e6, 100 * frac, double(sum.text_bytes) / 1e6 / s,
-                   double(sum.documents) / s, frac > 0 ? clock_text(s / frac - s).c_str() : "?");
+      const double done = double(reader.bytes_consumed()),
+                   frac = total_bytes ? done / double(total_bytes) : 0;
+      std::fprintf(stderr, "\r\033[K  %.1f / %.1f MB (%.0f%%)  %.2f MB/s  %.0f docs/s  ETA %s",
+                   done / 1e6, double(total_bytes) / 1e6, 100 * frac,
+                   double(sum.text_bytes) / 1e6 / s, double(sum.documents) / s,
+                   frac > 0 ? clock_text(s / frac - s).c_str() : "?");
       std::fflush(stderr);
     }
   };

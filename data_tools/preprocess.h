@@ -5,19 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer.h"
+#include "data_tools/tokenizer.h"
 
 namespace loom::tok {
 
 struct PreprocessOptions {
-  std::vector<std::string> inputs;   // files, directories, globs
+  std::vector<std::string> inputs;  // files, directories, globs
   std::string output_prefix;
   std::string json_key = "text";
-  std::string split_docs = "file";   // text files: file | paragraph
+  std::string split_docs = "file";  // text files: file | paragraph
   bool append_eod = false;
-  bool skip_bad = false;             // count and skip malformed JSONL lines instead of failing
+  bool skip_bad = false;  // count and skip malformed JSONL lines instead of failing
   int workers = 1;
-  bool progress = false;             // a live progress line on stderr
+  bool progress = false;  // a live progress line on stderr
   size_t batch_bytes = size_t(1) << 20;
 };
 

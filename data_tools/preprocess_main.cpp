@@ -8,7 +8,7 @@
 
 #include "core/check.h"
 #include "data/indexed_dataset.h"
-#include "preprocess.h"
+#include "data_tools/preprocess.h"
 
 using namespace loom;
 using namespace loom::tok;
@@ -40,8 +40,8 @@ Tokenizes text corpora into a Megatron-LM compatible indexed dataset PREFIX.bin 
 int parse_int(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   long x = std::strtol(v.c_str(), &end, 10);
-  LOOM_USER_CHECK(!v.empty() && end && *end == '\0' && x >= -1000000 && x <= 1000000, flag, " \"", v,
-                  "\" is not an integer");
+  LOOM_USER_CHECK(!v.empty() && end && *end == '\0' && x >= -1000000 && x <= 1000000, flag, " \"",
+                  v, "\" is not an integer");
   return int(x);
 }
 
@@ -69,10 +69,12 @@ int run(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (a == "--input") {
-      if (inline_value) opt.inputs.push_back(value);
+      if (inline_value)
+        opt.inputs.push_back(value);
       else {
         const size_t before = opt.inputs.size();
-        while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) opt.inputs.push_back(argv[++i]);
+        while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0)
+          opt.inputs.push_back(argv[++i]);
         LOOM_USER_CHECK(opt.inputs.size() > before, "--input needs at least one path");
       }
     } else if (a == "--output-prefix") {
@@ -98,16 +100,19 @@ int run(int argc, char** argv) {
     }
   }
   LOOM_USER_CHECK(!opt.inputs.empty(), "--input is required (see loom-preprocess --help)");
-  LOOM_USER_CHECK(!opt.output_prefix.empty(), "--output-prefix is required (see loom-preprocess --help)");
+  LOOM_USER_CHECK(!opt.output_prefix.empty(),
+                  "--output-prefix is required (see loom-preprocess --help)");
   opt.progress = ::isatty(STDERR_FILENO) != 0;
   auto tk = make_tokenizer(tokenizer, vocab, merges);
   const PreprocessSummary s = preprocess(opt, *tk);
-  std::printf("loom-preprocess: %lld documents, %lld tokens (%s), %s of text from %lld file(s) in %.2f s "
-              "(%.2f MB/s, %d worker%s) -> %s.bin/.idx\n",
-              static_cast<long long>(s.documents), static_cast<long long>(s.tokens), mmidx::dtype_name(s.dtype),
-              mb(double(s.text_bytes)).c_str(), static_cast<long long>(s.input_files), s.seconds,
-              double(s.text_bytes) / 1e6 / std::max(s.seconds, 1e-9), opt.workers, opt.workers == 1 ? "" : "s",
-              opt.output_prefix.c_str());
+  std::printf(
+      "loom-preprocess: %lld documents, %lld tokens (%s), %s of text from %lld file(s) in %.2f s "
+      "(%.2f MB/s, %d worker%s) -> %s.bin/.idx\n",
+      static_cast<long long>(s.documents), static_cast<long long>(s.tokens),
+      mmidx::dtype_name(s.dtype), mb(double(s.text_bytes)).c_str(),
+      static_cast<long long>(s.input_files), s.seconds,
+      double(s.text_bytes) / 1e6 / std::max(s.seconds, 1e-9), opt.workers,
+      opt.workers == 1 ? "" : "s", opt.output_prefix.c_str());
   if (s.empty_skipped || s.bad_skipped)
     std::printf("loom-preprocess: skipped %lld empty document(s) and %lld bad line(s)\n",
                 static_cast<long long>(s.empty_skipped), static_cast<long long>(s.bad_skipped));

@@ -1,5 +1,5 @@
 // GPT-2 pre-tokenization by hand: the regex alternatives tried in order at each position.
-#include "pretokenize.h"
+#include "data_tools/pretokenize.h"
 
 #include <unicode/uchar.h>
 
@@ -12,9 +12,12 @@ const uint8_t* class_table() {
     std::vector<uint8_t> t(0x110000, kOther);
     for (UChar32 c = 0; c < 0x110000; ++c) {
       const uint32_t mask = U_GET_GC_MASK(c);
-      if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE)) t[size_t(c)] = kSpace;
-      else if (mask & U_GC_L_MASK) t[size_t(c)] = kLetter;
-      else if (mask & U_GC_N_MASK) t[size_t(c)] = kNumber;
+      if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE))
+        t[size_t(c)] = kSpace;
+      else if (mask & U_GC_L_MASK)
+        t[size_t(c)] = kLetter;
+      else if (mask & U_GC_N_MASK)
+        t[size_t(c)] = kNumber;
     }
     return t;
   }();

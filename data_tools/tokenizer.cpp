@@ -1,10 +1,10 @@
 // The tokenizer factory, the bytes tokenizer and the gpt2 adapter over gpt2_bpe.
-#include "tokenizer.h"
+#include "data_tools/tokenizer.h"
 
 #include <unistd.h>
 
 #include "core/check.h"
-#include "gpt2_bpe.h"
+#include "data_tools/gpt2_bpe.h"
 
 namespace loom::tok {
 
@@ -22,15 +22,19 @@ class BytesTokenizer : public Tokenizer {
   std::string name() const override { return "bytes"; }
   int vocab_size() const override { return 257; }
   int eod() const override { return 256; }
-  std::unique_ptr<Encoder> make_encoder() const override { return std::make_unique<BytesEncoder>(); }
+  std::unique_ptr<Encoder> make_encoder() const override {
+    return std::make_unique<BytesEncoder>();
+  }
   std::string decode(const int32_t* ids, size_t n) const override {
     std::string out;
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       LOOM_USER_CHECK(ids[i] >= 0 && ids[i] <= 256, "token id ", ids[i],
                       " is outside the bytes tokenizer's vocabulary (0..256)");
-      if (ids[i] == 256) out += "<|endoftext|>";
-      else out += char(ids[i]);
+      if (ids[i] == 256)
+        out += "<|endoftext|>";
+      else
+        out += char(ids[i]);
     }
     return out;
   }

@@ -69,13 +69,14 @@ void update(float* param, const float* grad, float* m, float* v, size_t n,
   if (n == 0) return;
   constexpr int kBlock = 256;
   const Scalars s = make_scalars(p);
-  const bool vec = n % 4 == 0 && aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
+  const bool vec =
+      n % 4 == 0 && aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
   if (vec) {
-    adamw_kernel<4><<<grid_for(n / 4, kBlock), kBlock, 0, as_stream(stream)>>>(
-        param, grad, m, v, dev_ptr(copy), n / 4, s);
+    LOOM_LAUNCH(adamw_kernel<4>, grid_for(n / 4, kBlock), kBlock, 0, as_stream(stream))
+    (param, grad, m, v, dev_ptr(copy), n / 4, s);
   } else {
-    adamw_kernel<1><<<grid_for(n, kBlock), kBlock, 0, as_stream(stream)>>>(param, grad, m, v,
-                                                                           dev_ptr(copy), n, s);
+    LOOM_LAUNCH(adamw_kernel<1>, grid_for(n, kBlock), kBlock, 0, as_stream(stream))
+    (param, grad, m, v, dev_ptr(copy), n, s);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }

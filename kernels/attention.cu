@@ -1,4 +1,5 @@
-// Causal attention cuda twin, flash style: shared K/V tiles, online softmax, saved logsumexp, no atomics.
+// Causal attention cuda twin, flash style: shared K/V tiles, online softmax, saved logsumexp, no
+// atomics.
 #include <cmath>
 
 #include "kernels/attention.h"
@@ -17,8 +18,14 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kTile = 32;  // keys (forward, dQ) or queries (dK/dV) per shared tile
 
 // Rows per warp: more reuse of a shared tile for small heads; shared memory stays < 48 KiB.
-template <int D> __host__ __device__ constexpr int rows_fwd() { return D <= 64 ? 4 : 2; }
-template <int D> __host__ __device__ constexpr int rows_bwd() { return D <= 64 ? 4 : 1; }
+template <int D>
+__host__ __device__ constexpr int rows_fwd() {
+  return D <= 64 ? 4 : 2;
+}
+template <int D>
+__host__ __device__ constexpr int rows_bwd() {
+  return D <= 64 ? 4 : 1;
+}
 
 struct Dims {
   int B, T, C, NH;
@@ -38,8 +45,8 @@ __device__ __forceinline__ void load_tile(float* dst, const T* head_base, int r0
 
 // out (B, T, C) and lse (B, NH, T). Block: (query tile of kWarps*R rows, b*NH + h).
 template <int D, typename T>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(T* out, float* lse,
-                                                                     const T* qkv, Dims g) {
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(T* out, float* lse, const T* qkv, Dims g) {
   constexpr int R = rows_fwd<D>(), BR = kWarps * R, P = D + 1, E = (D + 31) / 32;
   __shared__ float sq[BR * D];
   __shared__ float sk[kTile * P];
@@ -79,10 +86,10 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(T* out, flo
       }
       const float mnew = fmaxf(mrow[r], warp_max(sc));  // finite: key k0 <= t is visible
       const float p = s <= t ? expf(sc - mnew) : 0.0f;
-      const float corr = expf(mrow[r] - mnew);          // 0 on the first visible tile
+      const float corr = expf(mrow[r] - mnew);  // 0 on the first visible tile
       lrow[r] = lrow[r] * corr + warp_sum(p);
       mrow[r] = mnew;
-      const int jend = min(kTile, t - k0 + 1);          // visible keys of the tile
+      const int jend = min(kTile, t - k0 + 1);  // visible keys of the tile
 #pragma unroll
       for (int e = 0; e < E; e++) o[r][e] *= corr;
       for (int j = 0; j < jend; j++) {
@@ -128,8 +135,9 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
 
 // dQ rows of a query tile: dq_t = scale * sum_s dS_ts k_s, dS = P (dP - delta), P = exp(S - lse).
 template <int D, typename T>
-__global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(
-    T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, Dims g) {
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
+                                 const float* delta, Dims g) {
   constexpr int R = rows_bwd<D>(), BR = kWarps * R, P = D + 1, E = (D + 31) / 32;
   __shared__ float sq[BR * D];
   __shared__ float sdo[BR * D];
@@ -204,8 +212,9 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(
 // dK, dV rows of a key tile: dv_s = sum_{t>=s} P_ts do_t, dk_s = scale * sum_{t>=s} dS_ts q_t.
 // Lane i of a warp takes query q0 + i of a 32-wide query tile.
 template <int D, typename T>
-__global__ void __launch_bounds__(kThreads) attention_backward_dkv_kernel(
-    T* dqkv, const T* dout, const T* qkv, const float* lse, const float* delta, Dims g) {
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
+                                  const float* delta, Dims g) {
   constexpr int R = rows_bwd<D>(), BK = kWarps * R, P = D + 1, E = (D + 31) / 32;
   __shared__ float sk[BK * D];
   __shared__ float sv[BK * D];
@@ -291,7 +300,7 @@ template <int D, typename T>
 void launch_forward(T* out, float* lse, const T* qkv, const Dims& g, cudaStream_t s) {
   constexpr int BR = kWarps * rows_fwd<D>();
   const dim3 grid((unsigned)((g.T + BR - 1) / BR), (unsigned)(g.B * g.NH));
-  attention_forward_kernel<D><<<grid, kThreads, 0, s>>>(out, lse, qkv, g);
+  LOOM_LAUNCH(attention_forward_kernel<D>, grid, kThreads, 0, s)(out, lse, qkv, g);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -300,9 +309,11 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, con
                      const Dims& g, cudaStream_t s) {
   constexpr int BR = kWarps * rows_bwd<D>();
   const dim3 grid((unsigned)((g.T + BR - 1) / BR), (unsigned)(g.B * g.NH));
-  attention_backward_dq_kernel<D><<<grid, kThreads, 0, s>>>(dqkv, dout, qkv, lse, delta, g);
+  LOOM_LAUNCH(attention_backward_dq_kernel<D>, grid, kThreads, 0, s)
+  (dqkv, dout, qkv, lse, delta, g);
   LOOM_CUDA_CHECK_LAUNCH();
-  attention_backward_dkv_kernel<D><<<grid, kThreads, 0, s>>>(dqkv, dout, qkv, lse, delta, g);
+  LOOM_LAUNCH(attention_backward_dkv_kernel<D>, grid, kThreads, 0, s)
+  (dqkv, dout, qkv, lse, delta, g);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -323,10 +334,18 @@ void forward(H* out, float* lse, const H* qkv, int B, int T_, int C, int NH, voi
   auto x = dev_ptr(qkv);
   cudaStream_t s = as_stream(stream);
   switch (C / NH) {
-    case 16: launch_forward<16>(o, lse, x, g, s); break;
-    case 32: launch_forward<32>(o, lse, x, g, s); break;
-    case 64: launch_forward<64>(o, lse, x, g, s); break;
-    default: launch_forward<128>(o, lse, x, g, s); break;
+    case 16:
+      launch_forward<16>(o, lse, x, g, s);
+      break;
+    case 32:
+      launch_forward<32>(o, lse, x, g, s);
+      break;
+    case 64:
+      launch_forward<64>(o, lse, x, g, s);
+      break;
+    default:
+      launch_forward<128>(o, lse, x, g, s);
+      break;
   }
 }
 
@@ -337,17 +356,25 @@ void backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, 
   const int D = C / NH;
   cudaStream_t s = as_stream(stream);
   const size_t rows = (size_t)B * T_ * NH;
-  attention_delta_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
-      delta, dev_ptr(dout), dev_ptr(out), D, g);
+  LOOM_LAUNCH(attention_delta_kernel, (unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s)
+  (delta, dev_ptr(dout), dev_ptr(out), D, g);
   LOOM_CUDA_CHECK_LAUNCH();
   auto dx = dev_ptr(dqkv);
   auto go = dev_ptr(dout);
   auto x = dev_ptr(qkv);
   switch (D) {
-    case 16: launch_backward<16>(dx, go, x, lse, delta, g, s); break;
-    case 32: launch_backward<32>(dx, go, x, lse, delta, g, s); break;
-    case 64: launch_backward<64>(dx, go, x, lse, delta, g, s); break;
-    default: launch_backward<128>(dx, go, x, lse, delta, g, s); break;
+    case 16:
+      launch_backward<16>(dx, go, x, lse, delta, g, s);
+      break;
+    case 32:
+      launch_backward<32>(dx, go, x, lse, delta, g, s);
+      break;
+    case 64:
+      launch_backward<64>(dx, go, x, lse, delta, g, s);
+      break;
+    default:
+      launch_backward<128>(dx, go, x, lse, delta, g, s);
+      break;
   }
 }
 

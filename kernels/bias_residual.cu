@@ -1,4 +1,5 @@
-// Bias + residual epilogue, cuda twin: grid-stride over 128-bit packs (or scalars), fp32, bf16 or fp16.
+// Bias + residual epilogue, cuda twin: grid-stride over 128-bit packs (or scalars), fp32, bf16 or
+// fp16.
 #include "kernels/bias_residual.h"
 #include "kernels/cuda_common.cuh"
 
@@ -37,11 +38,11 @@ void launch(H* out, const H* resid, const H* partial, const H* bias, int N, int 
       C % kV == 0 && aligned16(out) && aligned16(resid) && aligned16(partial) && aligned16(bias);
   cudaStream_t s = as_stream(stream);
   if (vec) {
-    bias_residual_kernel<kV><<<grid_for(n / kV, kBlock), kBlock, 0, s>>>(
-        dev_ptr(out), dev_ptr(resid), dev_ptr(partial), dev_ptr(bias), n / kV, C);
+    LOOM_LAUNCH(bias_residual_kernel<kV>, grid_for(n / kV, kBlock), kBlock, 0, s)
+    (dev_ptr(out), dev_ptr(resid), dev_ptr(partial), dev_ptr(bias), n / kV, C);
   } else {
-    bias_residual_kernel<1><<<grid_for(n, kBlock), kBlock, 0, s>>>(
-        dev_ptr(out), dev_ptr(resid), dev_ptr(partial), dev_ptr(bias), n, C);
+    LOOM_LAUNCH(bias_residual_kernel<1>, grid_for(n, kBlock), kBlock, 0, s)
+    (dev_ptr(out), dev_ptr(resid), dev_ptr(partial), dev_ptr(bias), n, C);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }

@@ -1,4 +1,5 @@
-// Vocab-parallel softmax cross-entropy cuda twin: block-per-row statistics, loss, in-place backward.
+// Vocab-parallel softmax cross-entropy cuda twin: block-per-row statistics, loss, in-place
+// backward.
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_common.cuh"
 
@@ -83,8 +84,8 @@ __global__ void ce_row_stats_kernel(float* maxv, float* sums, const T* logits,
   }
 }
 
-__global__ void ce_rescale_sums_kernel(float* sums, const float* local_max,
-                                       const float* global_max, int N) {
+__global__ void ce_rescale_sums_kernel(float* sums, const float* local_max, const float* global_max,
+                                       int N) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   sums[2 * n] = local_max[n] == -INFINITY ? 0.0f : sums[2 * n] * expf(local_max[n] - global_max[n]);
@@ -132,9 +133,10 @@ void row_max(float* maxv, const H* logits, int N, int Vl, int vstart, int V, voi
   if (N <= 0) return;
   cudaStream_t s = as_stream(stream);
   if (rows_vec<T>(logits, Vl)) {
-    ce_row_max_kernel<Pack128<T>::kSize><<<N, kBlock, 0, s>>>(maxv, dev_ptr(logits), Vl, vstart, V);
+    LOOM_LAUNCH(ce_row_max_kernel<Pack128<T>::kSize>, N, kBlock, 0, s)
+    (maxv, dev_ptr(logits), Vl, vstart, V);
   } else {
-    ce_row_max_kernel<1><<<N, kBlock, 0, s>>>(maxv, dev_ptr(logits), Vl, vstart, V);
+    LOOM_LAUNCH(ce_row_max_kernel<1>, N, kBlock, 0, s)(maxv, dev_ptr(logits), Vl, vstart, V);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -146,11 +148,11 @@ void row_sums(float* sums, const H* logits, const float* maxv, const int32_t* ta
   if (N <= 0) return;
   cudaStream_t s = as_stream(stream);
   if (rows_vec<T>(logits, Vl)) {
-    ce_row_sums_kernel<Pack128<T>::kSize><<<N, kBlock, 0, s>>>(sums, dev_ptr(logits), maxv,
-                                                              targets, Vl, vstart, V);
+    LOOM_LAUNCH(ce_row_sums_kernel<Pack128<T>::kSize>, N, kBlock, 0, s)
+    (sums, dev_ptr(logits), maxv, targets, Vl, vstart, V);
   } else {
-    ce_row_sums_kernel<1><<<N, kBlock, 0, s>>>(sums, dev_ptr(logits), maxv, targets, Vl, vstart,
-                                               V);
+    LOOM_LAUNCH(ce_row_sums_kernel<1>, N, kBlock, 0, s)
+    (sums, dev_ptr(logits), maxv, targets, Vl, vstart, V);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -162,11 +164,11 @@ void row_stats(float* maxv, float* sums, const H* logits, const int32_t* targets
   if (N <= 0) return;
   cudaStream_t s = as_stream(stream);
   if (rows_vec<T>(logits, Vl)) {
-    ce_row_stats_kernel<Pack128<T>::kSize><<<N, kBlock, 0, s>>>(maxv, sums, dev_ptr(logits),
-                                                               targets, Vl, vstart, V);
+    LOOM_LAUNCH(ce_row_stats_kernel<Pack128<T>::kSize>, N, kBlock, 0, s)
+    (maxv, sums, dev_ptr(logits), targets, Vl, vstart, V);
   } else {
-    ce_row_stats_kernel<1><<<N, kBlock, 0, s>>>(maxv, sums, dev_ptr(logits), targets, Vl, vstart,
-                                                V);
+    LOOM_LAUNCH(ce_row_stats_kernel<1>, N, kBlock, 0, s)
+    (maxv, sums, dev_ptr(logits), targets, Vl, vstart, V);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -178,11 +180,11 @@ void backward(H* logits, const float* maxv, const float* sums, const int32_t* ta
   if (N <= 0) return;
   cudaStream_t s = as_stream(stream);
   if (rows_vec<T>(logits, Vl)) {
-    ce_backward_kernel<Pack128<T>::kSize><<<N, kBlock, 0, s>>>(dev_ptr(logits), maxv, sums,
-                                                              targets, dloss, Vl, vstart, V);
+    LOOM_LAUNCH(ce_backward_kernel<Pack128<T>::kSize>, N, kBlock, 0, s)
+    (dev_ptr(logits), maxv, sums, targets, dloss, Vl, vstart, V);
   } else {
-    ce_backward_kernel<1><<<N, kBlock, 0, s>>>(dev_ptr(logits), maxv, sums, targets, dloss, Vl,
-                                               vstart, V);
+    LOOM_LAUNCH(ce_backward_kernel<1>, N, kBlock, 0, s)
+    (dev_ptr(logits), maxv, sums, targets, dloss, Vl, vstart, V);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -226,15 +228,15 @@ void ce_row_stats(float* maxv, float* sums, const f16* logits, const int32_t* ta
 void ce_rescale_sums(float* sums, const float* local_max, const float* global_max, int N,
                      void* stream) {
   if (N <= 0) return;
-  ce_rescale_sums_kernel<<<(N + kBlock - 1) / kBlock, kBlock, 0, as_stream(stream)>>>(
-      sums, local_max, global_max, N);
+  LOOM_LAUNCH(ce_rescale_sums_kernel, (N + kBlock - 1) / kBlock, kBlock, 0, as_stream(stream))
+  (sums, local_max, global_max, N);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
 void ce_loss(float* losses, const float* maxv, const float* sums, int N, void* stream) {
   if (N <= 0) return;
-  ce_loss_kernel<<<(N + kBlock - 1) / kBlock, kBlock, 0, as_stream(stream)>>>(losses, maxv, sums,
-                                                                             N);
+  LOOM_LAUNCH(ce_loss_kernel, (N + kBlock - 1) / kBlock, kBlock, 0, as_stream(stream))
+  (losses, maxv, sums, N);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -243,9 +245,8 @@ void ce_backward_inplace(float* logits, const float* maxv, const float* sums,
                          void* stream) {
   backward(logits, maxv, sums, targets, dloss, N, Vl, vstart, V, stream);
 }
-void ce_backward_inplace(bf16* logits, const float* maxv, const float* sums,
-                         const int32_t* targets, float dloss, int N, int Vl, int vstart, int V,
-                         void* stream) {
+void ce_backward_inplace(bf16* logits, const float* maxv, const float* sums, const int32_t* targets,
+                         float dloss, int N, int Vl, int vstart, int V, void* stream) {
   backward(logits, maxv, sums, targets, dloss, N, Vl, vstart, V, stream);
 }
 void ce_backward_inplace(f16* logits, const float* maxv, const float* sums, const int32_t* targets,

@@ -1,14 +1,24 @@
-// Host-only CUDA/cuBLAS error checks throwing loom::InternalError (usable from g++ .cpp files).
+// Host-only CUDA/cuBLAS error checks throwing loom::cuda::CudaError (usable from g++ .cpp files).
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <stdexcept>
+
 namespace loom::cuda {
+
+// A failed CUDA or cuBLAS call, or a broken argument contract of a cuda kernel's host wrapper.
+// The message carries file:line, the call and the device. (kernels/ depends on nothing else of
+// loom, so this is its own type; callers treat it like any internal error.)
+class CudaError : public std::runtime_error {
+ public:
+  explicit CudaError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
 namespace detail {
-// Throw loom::InternalError "file:line: CUDA call 'call' failed: name (code): text [on device d:
-// name]".
+// Throw CudaError "file:line: CUDA call 'call' failed: name (code): text [on device d: name]".
 [[noreturn]] void cuda_failed(const char* call, const char* file, int line, int err);
 [[noreturn]] void cublas_failed(const char* call, const char* file, int line, int status);
-// Throw loom::InternalError "file:line: what" (argument checks of the host wrappers).
+// Throw CudaError "file:line: what" (argument checks of the host wrappers).
 [[noreturn]] void check_failed(const char* file, int line, const char* what);
 }  // namespace detail
 }  // namespace loom::cuda

@@ -5,7 +5,6 @@
 #include <sstream>
 #include <string>
 
-#include "core/check.h"
 #include "kernels/cuda_common.cuh"
 
 namespace loom::cuda {
@@ -33,21 +32,21 @@ void cuda_failed(const char* call, const char* file, int line, int err) {
   std::ostringstream os;
   os << file << ":" << line << ": CUDA call '" << call << "' failed: " << cudaGetErrorName(e)
      << " (" << err << "): " << cudaGetErrorString(e) << " on " << current_device();
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 void cublas_failed(const char* call, const char* file, int line, int status) {
   std::ostringstream os;
-  os << file << ":" << line << ": cuBLAS call '" << call << "' failed: "
-     << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
+  os << file << ":" << line << ": cuBLAS call '" << call
+     << "' failed: " << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
      << "): " << cublasLtGetStatusString((cublasStatus_t)status) << " on " << current_device();
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 void check_failed(const char* file, int line, const char* what) {
   std::ostringstream os;
   os << file << ":" << line << ": " << what;
-  throw InternalError(os.str());
+  throw CudaError(os.str());
 }
 
 }  // namespace detail
@@ -180,8 +179,8 @@ template <typename H>
 void cast_from_f32(H* out, const float* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_from_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      dev_ptr(out), in, n, vec);
+  LOOM_LAUNCH(cast_from_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (dev_ptr(out), in, n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -189,8 +188,8 @@ template <typename H>
 void cast_to_f32(float* out, const H* in, size_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned16(out) && aligned16(in);
-  cast_to_f32_kernel<<<grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream)>>>(
-      out, dev_ptr(in), n, vec);
+  LOOM_LAUNCH(cast_to_f32_kernel, grid_for(vec ? n / 4 : n, kBlock), kBlock, 0, as_stream(stream))
+  (out, dev_ptr(in), n, vec);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,9 +7,24 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
+
+// kernel<<<grid, block, smem, stream>>>(args) is written LOOM_LAUNCH(kernel, grid, block, smem,
+// stream)(args): the same launch under nvcc; under the CPU emulation build (LOOM_CUDA=EMULATE,
+// compiled by the host compiler, which has no <<<>>>) it runs the grid on the host.
+// LOOM_DYNAMIC_SHARED(T, name) declares the block's dynamic shared memory (extern __shared__).
+#ifdef LOOM_CUDA_EMULATE
+#define LOOM_LAUNCH(kernel, grid, block, smem, stream) \
+  LOOM_EMU_LAUNCH(kernel, grid, block, smem, stream)
+#define LOOM_DYNAMIC_SHARED(T, name) \
+  T* const name = static_cast<T*>(::loom_emu::detail::dynamic_shared())
+#else
+#define LOOM_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define LOOM_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
 
 namespace loom::cuda {
 
@@ -81,16 +96,21 @@ struct alignas(16) Pack128 {
   T v[kSize];
 };
 
+// One 128-bit access (p 16-byte aligned); the pack's bytes move through memcpy, not through an
+// int4 lvalue on the pack (that breaks C++'s aliasing rules: g++ -O2 then drops the store).
 template <typename T>
-__device__ __forceinline__ Pack128<T> load128(const T* p) {  // p must be 16-byte aligned
+__device__ __forceinline__ Pack128<T> load128(const T* p) {
+  const int4 bits = *reinterpret_cast<const int4*>(p);
   Pack128<T> r;
-  *reinterpret_cast<int4*>(&r) = *reinterpret_cast<const int4*>(p);
+  memcpy(&r, &bits, sizeof(r));
   return r;
 }
 
 template <typename T>
 __device__ __forceinline__ void store128(T* p, const Pack128<T>& v) {
-  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&v);
+  int4 bits;
+  memcpy(&bits, &v, sizeof(bits));
+  *reinterpret_cast<int4*>(p) = bits;
 }
 
 // V contiguous elements as floats: V == 1 (scalar) or V == Pack128<T>::kSize (one 128-bit access).
@@ -190,9 +210,10 @@ void launch_map2(T* out, const T* a, const T* b, size_t n, Op op, cudaStream_t s
   constexpr int kBlock = 256;
   const bool vec = n % kV == 0 && aligned16(out) && aligned16(a) && (b == nullptr || aligned16(b));
   if (vec) {
-    map2_kernel<kV><<<grid_for(n / kV, kBlock), kBlock, 0, stream>>>(out, a, b, n / kV, op);
+    LOOM_LAUNCH(map2_kernel<kV>, grid_for(n / kV, kBlock), kBlock, 0, stream)
+    (out, a, b, n / kV, op);
   } else {
-    map2_kernel<1><<<grid_for(n, kBlock), kBlock, 0, stream>>>(out, a, b, n, op);
+    LOOM_LAUNCH(map2_kernel<1>, grid_for(n, kBlock), kBlock, 0, stream)(out, a, b, n, op);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }

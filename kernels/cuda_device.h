@@ -98,7 +98,7 @@ inline float f16_to_float(f16 h) {
 // True when the runtime sees at least one device of compute capability >= 8.0 (the kernels are
 // built for sm_80 and sm_90). "No driver" (cudaErrorInsufficientDriver, cudaErrorStubLibrary)
 // and "no device" (cudaErrorNoDevice) answer false; any other runtime error throws
-// loom::InternalError. The answer is computed once per process.
+// loom::cuda::CudaError. The answer is computed once per process.
 bool cuda_available();
 // Why cuda_available() is false (empty when it is true), for skip messages and logs.
 std::string cuda_unavailable_reason();
@@ -117,7 +117,9 @@ void cast_f16_to_f32(float* out, const f16* in, size_t n, void* stream);
 #else
 inline bool cuda_available() { return false; }
 inline bool is_device_pointer(const void*) { return false; }
-inline std::string cuda_unavailable_reason() { return "loom was built without CUDA (LOOM_CUDA=OFF)"; }
+inline std::string cuda_unavailable_reason() {
+  return "loom was built without CUDA (LOOM_CUDA=OFF)";
+}
 #endif
 
 }  // namespace loom::cuda

@@ -1,4 +1,5 @@
-// Token + position embedding cuda twin: gather forward; deterministic row-owner backward (no atomics).
+// Token + position embedding cuda twin: gather forward; deterministic row-owner backward (no
+// atomics).
 #include "kernels/cuda_common.cuh"
 #include "kernels/embedding.h"
 
@@ -96,11 +97,11 @@ void forward(H* out, const int32_t* tokens, const H* wte, const H* wpe, int B, i
   const bool vec = C % kV == 0 && aligned16(out) && aligned16(wte) && (!wpe || aligned16(wpe));
   cudaStream_t s = as_stream(stream);
   if (vec) {
-    embedding_forward_kernel<kV><<<(unsigned)N, kBlock, 0, s>>>(
-        dev_ptr(out), tokens, dev_ptr(wte), dev_ptr(wpe), T_, C, vstart, Vl);
+    LOOM_LAUNCH(embedding_forward_kernel<kV>, (unsigned)N, kBlock, 0, s)
+    (dev_ptr(out), tokens, dev_ptr(wte), dev_ptr(wpe), T_, C, vstart, Vl);
   } else {
-    embedding_forward_kernel<1><<<(unsigned)N, kBlock, 0, s>>>(
-        dev_ptr(out), tokens, dev_ptr(wte), dev_ptr(wpe), T_, C, vstart, Vl);
+    LOOM_LAUNCH(embedding_forward_kernel<1>, (unsigned)N, kBlock, 0, s)
+    (dev_ptr(out), tokens, dev_ptr(wte), dev_ptr(wpe), T_, C, vstart, Vl);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -111,12 +112,12 @@ void backward(float* dwte, float* dwpe, const H* dout, const int32_t* tokens, in
   const int N = B * T_;
   if (N <= 0 || C <= 0) return;
   cudaStream_t s = as_stream(stream);
-  embedding_backward_wte_kernel<<<(unsigned)N, kBlock, 0, s>>>(dwte, dev_ptr(dout), tokens, N, C,
-                                                               vstart, Vl);
+  LOOM_LAUNCH(embedding_backward_wte_kernel, (unsigned)N, kBlock, 0, s)
+  (dwte, dev_ptr(dout), tokens, N, C, vstart, Vl);
   LOOM_CUDA_CHECK_LAUNCH();
   if (!dwpe) return;
-  embedding_backward_wpe_kernel<<<grid_for((size_t)T_ * C, 256), 256, 0, s>>>(
-      dwpe, dev_ptr(dout), B, T_, C);
+  LOOM_LAUNCH(embedding_backward_wpe_kernel, grid_for((size_t)T_ * C, 256), 256, 0, s)
+  (dwpe, dev_ptr(dout), B, T_, C);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
-// Sum of squares (deterministic two-pass block reduction in double) and in-place scaling, cuda twin.
+// Sum of squares (deterministic two-pass block reduction in double) and in-place scaling, cuda
+// twin.
 #include "kernels/cuda_common.cuh"
 #include "kernels/global_norm.h"
 
@@ -51,12 +52,12 @@ void sum_squares(double* acc, const float* x, size_t n, double* partials, void* 
   if (blocks == 0) blocks = 1;
   cudaStream_t s = as_stream(stream);
   if (vec) {
-    sum_squares_partial_kernel<4><<<(unsigned)blocks, kBlock, 0, s>>>(partials, x, npacks);
+    LOOM_LAUNCH(sum_squares_partial_kernel<4>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks);
   } else {
-    sum_squares_partial_kernel<1><<<(unsigned)blocks, kBlock, 0, s>>>(partials, x, npacks);
+    LOOM_LAUNCH(sum_squares_partial_kernel<1>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks);
   }
   LOOM_CUDA_CHECK_LAUNCH();
-  sum_squares_final_kernel<<<1, kFinalBlock, 0, s>>>(acc, partials, (int)blocks);
+  LOOM_LAUNCH(sum_squares_final_kernel, 1, kFinalBlock, 0, s)(acc, partials, (int)blocks);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

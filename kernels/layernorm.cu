@@ -51,8 +51,8 @@ __device__ __forceinline__ void normalize_row(T* o, const T* x, const T* w, cons
 }
 
 template <int V, typename T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp,
-                                         const T* w, const T* b, int N, int C) {
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* w,
+                                         const T* b, int N, int C) {
   const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= N) return;  // the whole warp leaves; no block barriers in this kernel
@@ -88,8 +88,7 @@ __global__ void residual_layernorm_forward_kernel(T* residual, T* out, float* me
 // dinp (row) += (w g - mean(w g) - nrm mean(w g nrm)) * rstd, nrm = (x - mean) * rstd.
 template <int V, typename T>
 __global__ void layernorm_backward_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* w,
-                                               const float* mean, const float* rstd, int N,
-                                               int C) {
+                                               const float* mean, const float* rstd, int N, int C) {
   const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= N) return;
@@ -176,11 +175,11 @@ void forward(H* out, float* mean, float* rstd, const H* inp, const H* w, const H
   const unsigned grid = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
   cudaStream_t s = as_stream(stream);
   if (rows_vectorizable<T>(C, {out, inp, w, b})) {
-    layernorm_forward_kernel<Pack128<T>::kSize><<<grid, kRowBlock, 0, s>>>(
-        dev_ptr(out), mean, rstd, dev_ptr(inp), dev_ptr(w), dev_ptr(b), N, C);
+    LOOM_LAUNCH(layernorm_forward_kernel<Pack128<T>::kSize>, grid, kRowBlock, 0, s)
+    (dev_ptr(out), mean, rstd, dev_ptr(inp), dev_ptr(w), dev_ptr(b), N, C);
   } else {
-    layernorm_forward_kernel<1><<<grid, kRowBlock, 0, s>>>(dev_ptr(out), mean, rstd, dev_ptr(inp),
-                                                           dev_ptr(w), dev_ptr(b), N, C);
+    LOOM_LAUNCH(layernorm_forward_kernel<1>, grid, kRowBlock, 0, s)
+    (dev_ptr(out), mean, rstd, dev_ptr(inp), dev_ptr(w), dev_ptr(b), N, C);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -193,13 +192,13 @@ void residual_forward(H* residual, H* out, float* mean, float* rstd, const H* a,
   const unsigned grid = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
   cudaStream_t s = as_stream(stream);
   if (rows_vectorizable<T>(C, {residual, out, a, r, w, b})) {
-    residual_layernorm_forward_kernel<Pack128<T>::kSize><<<grid, kRowBlock, 0, s>>>(
-        dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w),
-        dev_ptr(b), N, C);
+    LOOM_LAUNCH(residual_layernorm_forward_kernel<Pack128<T>::kSize>, grid, kRowBlock, 0, s)
+    (dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w), dev_ptr(b), N,
+     C);
   } else {
-    residual_layernorm_forward_kernel<1><<<grid, kRowBlock, 0, s>>>(
-        dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w),
-        dev_ptr(b), N, C);
+    LOOM_LAUNCH(residual_layernorm_forward_kernel<1>, grid, kRowBlock, 0, s)
+    (dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w), dev_ptr(b), N,
+     C);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -212,16 +211,16 @@ void backward(H* dinp, float* dw, float* db, const H* dout, const H* inp, const 
   const unsigned grid = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
   cudaStream_t s = as_stream(stream);
   if (rows_vectorizable<T>(C, {dinp, dout, inp, w})) {
-    layernorm_backward_dinp_kernel<Pack128<T>::kSize><<<grid, kRowBlock, 0, s>>>(
-        dev_ptr(dinp), dev_ptr(dout), dev_ptr(inp), dev_ptr(w), mean, rstd, N, C);
+    LOOM_LAUNCH(layernorm_backward_dinp_kernel<Pack128<T>::kSize>, grid, kRowBlock, 0, s)
+    (dev_ptr(dinp), dev_ptr(dout), dev_ptr(inp), dev_ptr(w), mean, rstd, N, C);
   } else {
-    layernorm_backward_dinp_kernel<1><<<grid, kRowBlock, 0, s>>>(
-        dev_ptr(dinp), dev_ptr(dout), dev_ptr(inp), dev_ptr(w), mean, rstd, N, C);
+    LOOM_LAUNCH(layernorm_backward_dinp_kernel<1>, grid, kRowBlock, 0, s)
+    (dev_ptr(dinp), dev_ptr(dout), dev_ptr(inp), dev_ptr(w), mean, rstd, N, C);
   }
   LOOM_CUDA_CHECK_LAUNCH();
   const dim3 block(32, kColRows);
-  layernorm_backward_dwdb_kernel<<<(unsigned)((C + 31) / 32), block, 0, s>>>(
-      dw, db, dev_ptr(dout), dev_ptr(inp), mean, rstd, N, C);
+  LOOM_LAUNCH(layernorm_backward_dwdb_kernel, (unsigned)((C + 31) / 32), block, 0, s)
+  (dw, db, dev_ptr(dout), dev_ptr(inp), mean, rstd, N, C);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

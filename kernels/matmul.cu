@@ -34,15 +34,21 @@ namespace {
 // RAII owners of the descriptors (nothing leaks when a check throws).
 struct Desc {
   cublasLtMatmulDesc_t d = nullptr;
-  ~Desc() { if (d) cublasLtMatmulDescDestroy(d); }
+  ~Desc() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
 };
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
-  ~Layout() { if (l) cublasLtMatrixLayoutDestroy(l); }
+  ~Layout() {
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  }
 };
 struct Pref {
   cublasLtMatmulPreference_t p = nullptr;
-  ~Pref() { if (p) cublasLtMatmulPreferenceDestroy(p); }
+  ~Pref() {
+    if (p) cublasLtMatmulPreferenceDestroy(p);
+  }
 };
 
 // One row-major GEMM: C (M, N) = alpha op(A) op(B) + beta C [+ epilogue].
@@ -83,10 +89,10 @@ bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F));
   const cublasOperation_t op_a = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "A" is our B
   const cublasOperation_t op_b = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "B" is our A
-  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
-                                                   sizeof(op_a)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
-                                                   sizeof(op_b)));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   if (c.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                      &c.epilogue, sizeof(c.epilogue)));
@@ -103,10 +109,10 @@ bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
   }
   // Stored (column-major) shapes: cuBLAS A = our B, cuBLAS B = our A, D = C^T (N x M).
   Layout la, lb, lc;
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.l, c.ab_type, c.tb ? c.K : c.N,
-                                               c.tb ? c.N : c.K, c.ldb));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.l, c.ab_type, c.ta ? c.M : c.K,
-                                               c.ta ? c.K : c.M, c.lda));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&la.l, c.ab_type, c.tb ? c.K : c.N, c.tb ? c.N : c.K, c.ldb));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&lb.l, c.ab_type, c.ta ? c.M : c.K, c.ta ? c.K : c.M, c.lda));
   LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.l, c.cd_type, c.N, c.M, c.ldc));
 
   Pref pref;
@@ -132,9 +138,9 @@ bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
     return false;
   LOOM_CUBLAS_CHECK(st);
-  const cublasStatus_t run = cublasLtMatmul(lt, desc.d, &c.alpha, c.B, la.l, c.A, lb.l, &c.beta,
-                                            c.C, lc.l, c.C, lc.l, &result.algo, h.workspace(), ws,
-                                            stream);
+  const cublasStatus_t run =
+      cublasLtMatmul(lt, desc.d, &c.alpha, c.B, la.l, c.A, lb.l, &c.beta, c.C, lc.l, c.C, lc.l,
+                     &result.algo, h.workspace(), ws, stream);
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // checked before any work is enqueued
   LOOM_CUBLAS_CHECK(run);
   return true;
@@ -165,8 +171,8 @@ void gemm_impl(GemmHandle& h, bool ta, bool tb, int M, int N, int K, float alpha
                int lda, const TA* B, int ldb, float beta, TC* C, int ldc, void* stream) {
   if (M <= 0 || N <= 0) return;
   LOOM_CUDA_REQUIRE(K > 0, "gemm: K must be positive");
-  const Call c{dtype_of<TA>(), dtype_of<TC>(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-               ldc};
+  const Call c{
+      dtype_of<TA>(), dtype_of<TC>(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
   run_or_throw(h, c, as_stream(stream));
 }
 
@@ -211,8 +217,8 @@ void linear(GemmHandle& h, T* y, const T* inp, const T* w, const T* bias, int N,
     c.bias = bias;
     if (lt_matmul(h, c, s)) return;
     const size_t total = (size_t)N * OC;
-    broadcast_rows_kernel<<<grid_for(total, 256), 256, 0, s>>>(dev_ptr(y), dev_ptr(bias), total,
-                                                               OC);
+    LOOM_LAUNCH(broadcast_rows_kernel, grid_for(total, 256), 256, 0, s)
+    (dev_ptr(y), dev_ptr(bias), total, OC);
     LOOM_CUDA_CHECK_LAUNCH();
     c.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     c.bias = nullptr;
@@ -232,8 +238,8 @@ void forward(GemmHandle& h, T* out, const T* inp, const T* w, const T* bias, int
     return;
   }
   if (OC % 8 == 0) {  // GELU aux leading dimension must be a multiple of 8
-    Call c{dtype_of<T>(), dtype_of<T>(), false, false, N, OC, IC, 1.0f, inp, IC, w, OC, 0.0f,
-           out, OC};
+    Call c{dtype_of<T>(), dtype_of<T>(), false, false, N, OC, IC, 1.0f, inp, IC, w, OC,
+           0.0f,          out,           OC};
     c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     c.bias = bias;
     c.aux = pre_gelu;
@@ -248,8 +254,8 @@ template <typename T>
 void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream) {
   if (N <= 0 || OC <= 0) return;
   const dim3 block(32, kColRows);
-  bias_backward_kernel<<<(unsigned)((OC + 31) / 32), block, 0, as_stream(stream)>>>(
-      dbias, dev_ptr(dout), N, OC);
+  LOOM_LAUNCH(bias_backward_kernel, (unsigned)((OC + 31) / 32), block, 0, as_stream(stream))
+  (dbias, dev_ptr(dout), N, OC);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

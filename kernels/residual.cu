@@ -25,7 +25,9 @@ void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, void* s
 void residual_forward(f16* out, const f16* a, const f16* b, size_t n, void* stream) {
   add(out, a, b, n, stream);
 }
-void add_inplace(float* acc, const float* x, size_t n, void* stream) { add(acc, acc, x, n, stream); }
+void add_inplace(float* acc, const float* x, size_t n, void* stream) {
+  add(acc, acc, x, n, stream);
+}
 void add_inplace(bf16* acc, const bf16* x, size_t n, void* stream) { add(acc, acc, x, n, stream); }
 void add_inplace(f16* acc, const f16* x, size_t n, void* stream) { add(acc, acc, x, n, stream); }
 

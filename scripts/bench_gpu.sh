@@ -285,7 +285,7 @@ notes = []
 small = next((r for r in results if r.get("config") == "124m" and r["fits"]), None)
 if small and not dry:
     ok = small["mfu"] > 0.45
-    notes.append(f"target (issue 7): GPT-2 124M at T=1024 above 45% MFU on one H100 in bf16: "
+    notes.append(f"target: GPT-2 124M at T=1024 above 45% MFU on one H100 in bf16: "
                  f"{100 * small['mfu']:.1f}% -> {'MET' if ok else 'NOT MET'}")
     if llmc_tps:
         ratio = small["tokens_per_s"] / float(llmc_tps)

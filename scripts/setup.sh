@@ -5,14 +5,19 @@ set -euo pipefail
 # Build: compiler, CMake, Ninja. Libraries: OpenMPI (launch + cpu collectives), yaml-cpp
 # (configs), nlohmann-json (metrics, meta.json), HDF5 C API (weights, checkpoints),
 # OpenBLAS built for OpenMP (cpu GEMMs; one thread pool shared with our kernels),
-# ICU (Unicode classes for the GPT-2 pre-tokenizer), zlib (.gz corpora), GoogleTest.
+# ICU (Unicode classes for the GPT-2 pre-tokenizer), zlib (.gz corpora), GoogleTest,
+# Boost.Context (the fibers of the CPU emulation build of the cuda sources, LOOM_CUDA=EMULATE).
+# clang 14 with its compiler-rt (libFuzzer, AddressSanitizer, UBSan runtimes) for the fuzz
+# targets of scripts/fuzz.sh.
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev nlohmann-json3-dev libhdf5-dev
   libopenblas-openmp-dev
   libicu-dev zlib1g-dev
   libgtest-dev
+  libboost-context-dev
   python3 python3-numpy python3-h5py python3-matplotlib
 )
 # Optional extras, installed only when asked: LOOM_SETUP_TORCH=1 adds PyTorch, which only

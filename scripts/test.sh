@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, fetches the GPT-2 tokenizer files, and runs the whole ctest
-# suite (labels unit, mpi, cuda; cuda tests skip without a GPU) under both OpenBLAS kernel
-# families met in practice: Haswell (AVX2) everywhere, SkylakeX (AVX-512) where the processor
-# has it (docs/testing.md). Extra arguments go to every ctest run.
+# Installs what is missing, builds, fetches the GPT-2 tokenizer files, and runs:
+#   1. the whole ctest suite (labels unit, mpi, cuda; cuda tests skip without a GPU) under both
+#      OpenBLAS kernel families met in practice: Haswell (AVX2) everywhere, SkylakeX (AVX-512)
+#      where the processor has it;
+#   2. the cuda tests in the CPU emulation build (scripts/test_cuda_emulated.sh);
+#   3. every CI fuzz target for a fixed number of runs (scripts/fuzz.sh --ci).
+# docs/testing.md describes each. LOOM_TEST_QUICK=1 runs step 1 only. Extra arguments go to
+# every ctest run of step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -27,4 +31,17 @@ else
 fi
 if [[ $flags == *" avx512f "* ]]; then
   run_suite SkylakeX -LE cuda "$@"  # the cuda label has nothing BLAS-dependent to repeat
+fi
+
+# stage NAME CMD...: one of the further steps, timed.
+stage() {
+  local name=$1 t0=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: $((SECONDS - t0)) s"
+}
+if [[ ${LOOM_TEST_QUICK:-0} != 1 ]]; then
+  stage "cuda tests in the CPU emulation build" ./scripts/test_cuda_emulated.sh
+  stage "fuzz targets (fixed runs)" ./scripts/fuzz.sh --ci
 fi

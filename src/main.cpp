@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/blas_setup.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/plan_command.h"
-#include "core/blas_setup.h"
 #include "core/log.h"
-#include "train/startup.h"
+#include "parallel/collective.h"
 
 namespace {
 
@@ -54,8 +54,9 @@ int dispatch(const loom::cli::Args& a, int rank) {
   if (a.command == "generate") return cmd_generate(a);
   if (a.command == "export") return cmd_export(a);
   if (a.command == "plan") return cmd_plan(a);
-  throw loom::UserError(loom::str("unknown command '", a.command,
-                                  "'; use train, eval, generate, export or plan (see loom --help)"));
+  throw loom::UserError(
+      loom::str("unknown command '", a.command,
+                "'; use train, eval, generate, export or plan (see loom --help)"));
 }
 
 }  // namespace

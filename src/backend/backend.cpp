@@ -6,18 +6,9 @@
 
 namespace loom {
 
-namespace {
-DType parse_dtype(const std::string& dtype) {
-  if (dtype == "bf16") return DType::BF16;
-  if (dtype == "fp16") return DType::F16;
-  if (dtype == "fp32") return DType::F32;
-  throw UserError(str("train.dtype: '", dtype, "' is not one of fp32, bf16, fp16"));
-}
-}  // namespace
-
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype,
                                       int gpu) {
-  const DType act = parse_dtype(dtype);
+  const DType act = parse_train_dtype(dtype);
   if (device == "cpu") {
     if (act != DType::F32)
       throw UserError(str("train.dtype: ", dtype,

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/device_traits.h"
 #include "core/dtype.h"
 #include "kernels/adamw.h"
 
@@ -30,6 +31,8 @@ class Backend {
   virtual Device device() const = 0;
   virtual DType act_dtype() const = 0;
   size_t act_size() const { return dtype_size(act_dtype()); }
+  // Element sizes, alignment and kernel work sizes of this device (the memory layout's input).
+  DeviceTraits traits() const { return DeviceTraits{device(), act_dtype()}; }
   // "cpu (fp32)", "cuda device 0: NVIDIA H100 ..., bf16 compute"
   virtual std::string describe() const = 0;
   // The compute stream (cudaStream_t) for communication libraries; nullptr on cpu.
@@ -75,14 +78,7 @@ class Backend {
   // dinp (N, IC) = dout @ w^T (overwritten, skipped when nullptr); dw += ; dbias += (nullable).
   virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
                                const void* inp, const void* w, int N, int IC, int OC) = 0;
-  // What the attention forward keeps for its backward, in floats: the (B, NH, T, T)
-  // probabilities on cpu, the (B, NH, T) row log-sum-exp on cuda (flash style).
-  virtual size_t attention_saved_floats(int B, int NH, int T) const = 0;
-  // Floats of attention_backward's scratch.
-  virtual size_t attention_scratch_floats(int B, int NH, int T) const = 0;
-  // True when the saved state is the (T, T) probabilities, i.e. recompute: selective pays.
-  virtual bool attention_saves_probabilities() const = 0;
-  // out (B, T, C) from qkv (B, T, 3C); fills saved.
+  // out (B, T, C) from qkv (B, T, 3C); fills saved (traits().attention_saved_floats).
   virtual void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
                                  int NH) = 0;
   // dqkv (B, T, 3C) overwritten; out is the forward's output.
@@ -99,7 +95,7 @@ class Backend {
   // Classifier + softmax cross-entropy over this rank's vocab shard [vstart, vstart + Vl)
   // (ids >= V are padding), as kernels/classifier.h: logits (N, Vl) = x (N, C) @ W (Vl, C)^T;
   // with targets (nullable) also maxv (N) and sums (N, 2) relative to the shard's max.
-  virtual size_t classifier_work_floats(int N, int Vl) const = 0;
+  // work: traits().classifier_work_floats(N, Vl) floats.
   virtual void classifier_forward(void* logits, float* maxv, float* sums, float* work,
                                   const void* x, const void* W, const int32_t* targets, int N,
                                   int C, int Vl, int vstart, int V) = 0;

@@ -67,13 +67,6 @@ class CpuBackend final : public Backend {
                        const void* w, int N, int IC, int OC) override {
     cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), F(w), N, IC, OC);
   }
-  size_t attention_saved_floats(int B, int NH, int T) const override {
-    return size_t(B) * NH * T * T;
-  }
-  size_t attention_scratch_floats(int B, int NH, int T) const override {
-    return size_t(B) * NH * T * T;
-  }
-  bool attention_saves_probabilities() const override { return true; }
   void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
                          int NH) override {
     cpu::attention_forward(F(out), saved, F(qkv), B, T, C, NH);
@@ -94,9 +87,6 @@ class CpuBackend final : public Backend {
     cpu::bias_residual(F(out), F(resid), F(partial), F(bias), N, C);
   }
 
-  size_t classifier_work_floats(int N, int Vl) const override {
-    return cpu::classifier_work_floats(N, Vl);
-  }
   void classifier_forward(void* logits, float* maxv, float* sums, float* work, const void* x,
                           const void* W, const int32_t* targets, int N, int C, int Vl, int vstart,
                           int V) override {

@@ -199,13 +199,6 @@ class CudaBackendT final : public Backend {
     cuda::matmul_backward(*gemm_, A(dinp), dw, dbias, A(dout), A(inp), A(w), N, IC, OC, s());
   }
   // Flash style: the forward keeps lse (B, NH, T); the backward's scratch is delta (B, NH, T).
-  size_t attention_saved_floats(int B, int NH, int T_) const override {
-    return size_t(B) * NH * T_;
-  }
-  size_t attention_scratch_floats(int B, int NH, int T_) const override {
-    return size_t(B) * NH * T_;
-  }
-  bool attention_saves_probabilities() const override { return false; }
   void attention_forward(void* out, float* saved, const void* qkv, int B, int T_, int C,
                          int NH) override {
     cuda::attention_forward(A(out), saved, A(qkv), B, T_, C, NH, s());
@@ -227,7 +220,6 @@ class CudaBackendT final : public Backend {
   }
 
   // ---- classifier + cross-entropy (unfused: one GEMM, then one pass over the logits) ----------
-  size_t classifier_work_floats(int, int) const override { return 0; }
   void classifier_forward(void* logits, float* maxv, float* sums, float* /*work*/, const void* x,
                           const void* W, const int32_t* targets, int N, int C, int Vl, int vstart,
                           int V) override {

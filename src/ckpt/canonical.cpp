@@ -24,7 +24,8 @@ std::string dims_str(const std::vector<T>& d) {
 
 template <typename T>
 void check_shape(const std::string& path, const ParamSpec& p, const std::vector<T>& got) {
-  std::vector<T> want = p.ndim == 1 ? std::vector<T>{T(p.cols)} : std::vector<T>{T(p.rows), T(p.cols)};
+  std::vector<T> want =
+      p.ndim == 1 ? std::vector<T>{T(p.cols)} : std::vector<T>{T(p.rows), T(p.cols)};
   if (got != want)
     throw UserError(str("init file '", path, "': tensor '", p.name, "' has shape ", dims_str(got),
                         ", the model needs ", dims_str(want), " (check model.* against the file)"));
@@ -49,9 +50,8 @@ void load_safetensors(const std::string& path, const ParamLayout& layout, float*
       throw UserError(str("init file '", path, "': holds both '", p.name, "' and '", prefixed,
                           "' (keep one of them)"));
     if (!plain && !pref)
-      throw UserError(str("init file '", path, "': missing tensor '", p.name, "' (nor '",
-                          prefixed, "' found",
-                          missing_hint(p).empty() ? "" : "; " + missing_hint(p), ")"));
+      throw UserError(str("init file '", path, "': missing tensor '", p.name, "' (nor '", prefixed,
+                          "' found", missing_hint(p).empty() ? "" : "; " + missing_hint(p), ")"));
     const StTensorInfo& t = plain ? *plain : *pref;
     names.push_back(plain ? p.name : prefixed);
     check_shape(path, p, t.shape);
@@ -85,7 +85,7 @@ void load_canonical(const std::string& path, const ParamLayout& layout, float* p
   h5::Handle f = h5::open_read(path, "init file");
   // Check every tensor first, so a bad file leaves the parameters untouched.
   for (const ParamSpec& p : layout.params()) {
-    if (!h5::has_dataset(f.get(), p.name))
+    if (!h5::has_dataset(f.get(), p.name, path))
       throw UserError(str("init file '", path, "': missing tensor '", p.name, "'",
                           missing_hint(p).empty() ? "" : " (" + missing_hint(p) + ")"));
     check_shape(path, p, h5::dataset_shape(f.get(), p.name, path));
@@ -116,7 +116,8 @@ void pack(std::vector<char>& out, const ParamSpec& p, const ShardBlock& b, const
   BlockHeader h{uint32_t(p.name.size()), p.ndim, p.rows, p.cols, b};
   put(&h, sizeof h);
   put(p.name.data(), p.name.size());
-  for (int64_t r = 0; r < b.rows; ++r) put(src + (b.lrow + r) * p.lcols + b.lcol, size_t(b.cols) * 4);
+  for (int64_t r = 0; r < b.rows; ++r)
+    put(src + (b.lrow + r) * p.lcols + b.lcol, size_t(b.cols) * 4);
 }
 
 // Rebuilds whole canonical tensors from the concatenated blocks of every rank.
@@ -183,7 +184,7 @@ std::string hf_gpt2_config_json(const ModelConfig& m) {
       {"n_embd", m.d_model},
       {"n_layer", m.n_layer},
       {"n_head", m.n_head},
-      {"n_inner", nullptr},  // 4 * n_embd
+      {"n_inner", nullptr},                 // 4 * n_embd
       {"activation_function", "gelu_new"},  // the tanh form
       {"layer_norm_epsilon", 1e-5},
       {"initializer_range", 0.02},
@@ -218,8 +219,9 @@ void save_canonical(const std::string& path, const ParamLayout& layout, const fl
   {
     h5::Handle f = h5::create(tmp);
     for (const auto& [name, t] : tensors) {
-      std::vector<hsize_t> shape = t.ndim == 1 ? std::vector<hsize_t>{hsize_t(t.cols)}
-                                               : std::vector<hsize_t>{hsize_t(t.rows), hsize_t(t.cols)};
+      std::vector<hsize_t> shape = t.ndim == 1
+                                       ? std::vector<hsize_t>{hsize_t(t.cols)}
+                                       : std::vector<hsize_t>{hsize_t(t.rows), hsize_t(t.cols)};
       h5::write_f32(f.get(), name, shape, t.data.data(), tmp);
     }
   }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 #include "parallel/parallel_ctx.h"
 
 namespace loom {

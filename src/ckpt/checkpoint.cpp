@@ -4,19 +4,18 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "train/startup.h"
+#include "parallel/collective.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -25,7 +24,6 @@ namespace loom {
 
 namespace {
 
-const char* kFormat = "loom-checkpoint-1";
 const char* kKinds[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 std::string step_name(int step) {
@@ -59,8 +57,8 @@ std::vector<float> gather_moment(const float* shard, ZeroOptimizer& opt, size_t 
   opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
   std::vector<float> all(pc.dp.rank() == 0 ? S * size_t(pc.dp.size()) : 0);
   LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
-  LOOM_MPI(MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0,
-                      pc.dp.mpi()));
+  LOOM_MPI(
+      MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0, pc.dp.mpi()));
   all.resize(pc.dp.rank() == 0 ? total : 0);
   return all;
 }
@@ -109,12 +107,18 @@ json write_shard(const std::string& file, const ParamLayout& layout, const float
         for (int kind = 0; kind < 3; ++kind) {
           tmp.resize(size_t(b.rows * b.cols));
           for (int64_t r = 0; r < b.rows; ++r)
-            std::copy_n(src[kind] + (b.lrow + r) * p.lcols + b.lcol, b.cols, &tmp[size_t(r * b.cols)]);
+            std::copy_n(src[kind] + (b.lrow + r) * p.lcols + b.lcol, b.cols,
+                        &tmp[size_t(r * b.cols)]);
           h5::write_f32_2d(f.get(), block_path(kKinds[kind], p.name, k), hsize_t(b.rows),
                            hsize_t(b.cols), tmp.data(), file);
         }
-        blocks.push_back({{"tensor", p.name}, {"k", k}, {"grow", b.grow}, {"gcol", b.gcol},
-                          {"rows", b.rows}, {"cols", b.cols}, {"tensor_rows", p.rows},
+        blocks.push_back({{"tensor", p.name},
+                          {"k", k},
+                          {"grow", b.grow},
+                          {"gcol", b.gcol},
+                          {"rows", b.rows},
+                          {"cols", b.cols},
+                          {"tensor_rows", p.rows},
                           {"tensor_cols", p.cols}});
       }
     }
@@ -122,7 +126,9 @@ json write_shard(const std::string& file, const ParamLayout& layout, const float
   fsync_path(file);
   uint64_t bytes = 0;
   uint32_t crc = file_crc32(file, &bytes);
-  return {{"file", fs::path(file).filename().string()}, {"bytes", bytes}, {"crc32", crc},
+  return {{"file", fs::path(file).filename().string()},
+          {"bytes", bytes},
+          {"crc32", crc},
           {"blocks", blocks}};
 }
 
@@ -141,21 +147,6 @@ std::vector<std::pair<int, fs::path>> step_dirs(const fs::path& root) {
   return out;
 }
 
-json read_meta(const std::string& dir) {
-  std::string path = (fs::path(dir) / "meta.json").string();
-  std::ifstream in(path);
-  if (!in) throw UserError(str("checkpoint '", dir, "': meta.json is missing or unreadable"));
-  try {
-    json j = json::parse(in);
-    if (j.value("format", "") != kFormat)
-      throw UserError(str("checkpoint '", path, "': not a loom checkpoint (format '",
-                          j.value("format", ""), "', expected '", kFormat, "')"));
-    return j;
-  } catch (const json::exception& e) {
-    throw UserError(str("checkpoint '", path, "' does not parse: ", e.what()));
-  }
-}
-
 }  // namespace
 
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
@@ -165,111 +156,123 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   const fs::path root = cfg.checkpoint_dir();
   const fs::path final_dir = root / step_name(step);
   const fs::path tmp_dir = root / (step_name(step) + ".tmp");
-  collectively([&] {
-    if (pc.rank != 0) return;
-    fs::create_directories(root);
-    fs::remove_all(tmp_dir);
-    fs::create_directory(tmp_dir);
-  }, pc.world.mpi());
+  collectively(
+      [&] {
+        if (pc.rank != 0) return;
+        fs::create_directories(root);
+        fs::remove_all(tmp_dir);
+        fs::create_directory(tmp_dir);
+      },
+      pc.world.mpi());
 
   const size_t total = layout.total();
   std::vector<float> m = gather_moment(opt.m(), opt, total, pc);
   std::vector<float> v = gather_moment(opt.v(), opt, total, pc);
   std::vector<float> p3;  // ZeRO-3 keeps parameters sharded too: gather them the same way
-  if (opt.stage() == 3) p3 = gather_moment(opt.param_shard(), opt, total, pc);
+  if (opt.stage() == 3)
+    p3 = gather_moment(opt.param_shard(), opt, total, pc);
   else if (pc.coord.dp == 0) {
     p3.resize(total);
     model.backend().to_host(p3.data(), model.params(), total * sizeof(float));
   }
   const float* params = p3.data();
   json mine = json::object();
-  collectively([&] {
-    if (pc.coord.dp != 0) return;
-    std::string file = (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
-    mine = write_shard(file, layout, params, m.data(), v.data());
-  }, pc.world.mpi());
+  collectively(
+      [&] {
+        if (pc.coord.dp != 0) return;
+        std::string file =
+            (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
+        mine = write_shard(file, layout, params, m.data(), v.data());
+      },
+      pc.world.mpi());
   // Fault injection for the checkpoint tests: LOOM_FAULT_KILL_IN_SAVE=STEP makes the last rank
   // die by SIGKILL after the shards are written and before the checkpoint is committed.
   if (const char* f = std::getenv("LOOM_FAULT_KILL_IN_SAVE"))
     if (std::atoi(f) == step && pc.rank == pc.world.size() - 1) std::raise(SIGKILL);
   std::vector<json> shards = gather_json(mine, pc);
 
-  collectively([&] {
-    if (pc.rank != 0) return;
-    json files = json::array(), blocks = json::array();
-    for (json& s : shards) {
-      if (s.empty()) continue;
-      for (json& b : s["blocks"]) {
-        b["file"] = s["file"];
-        blocks.push_back(b);
-      }
-      files.push_back({{"file", s["file"]}, {"bytes", s["bytes"]}, {"crc32", s["crc32"]}});
-    }
-    const auto& par = cfg.parallel;
-    json meta = {{"format", kFormat},
-                 {"step", step},
-                 {"consumed_samples", consumed_samples},
-                 {"trainer_state",
-                  {{"loss_scale", state.loss_scale},
-                   {"loss_scale_clean", state.loss_scale_clean},
-                   {"skipped_steps", state.skipped_steps}}},
-                 {"seed", cfg.train.seed},
-                 {"model", model_json(cfg.model)},
-                 {"layout",
-                  {{"dp", pc.grid.size(Axis::DP)}, {"pp", par.pp}, {"tp", par.tp},
-                   {"zero_stage", opt.stage()}, {"order", par.order}}},
-                 {"config", to_yaml(cfg)},
-                 {"files", files},
-                 {"blocks", blocks}};
-    write_text_file_atomic((tmp_dir / "meta.json").string(), meta.dump(1));
-    fsync_path(tmp_dir.string());
-    fs::remove_all(final_dir);
-    fs::rename(tmp_dir, final_dir);
-    fsync_path(root.string());
-    write_text_file_atomic((root / "latest").string(), step_name(step) + "\n");
-    int keep = cfg.checkpoint.keep_last;
-    auto dirs = step_dirs(root);
-    for (size_t i = size_t(keep); keep > 0 && i < dirs.size(); ++i) fs::remove_all(dirs[i].second);
-  }, pc.world.mpi());
+  collectively(
+      [&] {
+        if (pc.rank != 0) return;
+        json files = json::array(), blocks = json::array();
+        for (json& s : shards) {
+          if (s.empty()) continue;
+          for (json& b : s["blocks"]) {
+            b["file"] = s["file"];
+            blocks.push_back(b);
+          }
+          files.push_back({{"file", s["file"]}, {"bytes", s["bytes"]}, {"crc32", s["crc32"]}});
+        }
+        const auto& par = cfg.parallel;
+        json meta = {{"format", kCheckpointFormat},
+                     {"step", step},
+                     {"consumed_samples", consumed_samples},
+                     {"trainer_state",
+                      {{"loss_scale", state.loss_scale},
+                       {"loss_scale_clean", state.loss_scale_clean},
+                       {"skipped_steps", state.skipped_steps}}},
+                     {"seed", cfg.train.seed},
+                     {"model", model_json(cfg.model)},
+                     {"layout",
+                      {{"dp", pc.grid.size(Axis::DP)},
+                       {"pp", par.pp},
+                       {"tp", par.tp},
+                       {"zero_stage", opt.stage()},
+                       {"order", par.order}}},
+                     {"config", to_yaml(cfg)},
+                     {"files", files},
+                     {"blocks", blocks}};
+        write_text_file_atomic((tmp_dir / "meta.json").string(), meta.dump(1));
+        fsync_path(tmp_dir.string());
+        fs::remove_all(final_dir);
+        fs::rename(tmp_dir, final_dir);
+        fsync_path(root.string());
+        write_text_file_atomic((root / "latest").string(), step_name(step) + "\n");
+        int keep = cfg.checkpoint.keep_last;
+        auto dirs = step_dirs(root);
+        for (size_t i = size_t(keep); keep > 0 && i < dirs.size(); ++i)
+          fs::remove_all(dirs[i].second);
+      },
+      pc.world.mpi());
   double bytes = 0;
   for (const json& sh : shards)
     if (!sh.empty()) bytes += sh["bytes"].get<double>();
   if (pc.rank == 0) {
     char line[256];
     std::snprintf(line, sizeof line, "checkpoint saved: %s (%.1f MB in %.2f s, %.0f MB/s)",
-                  final_dir.c_str(), bytes / 1e6, sw.ms() / 1e3, bytes / 1e3 / std::max(sw.ms(), 1e-3));
+                  final_dir.c_str(), bytes / 1e6, sw.ms() / 1e3,
+                  bytes / 1e3 / std::max(sw.ms(), 1e-3));
     info(line);
   }
   return final_dir.string();
 }
 
 ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) {
-  json meta = read_meta(dir);
-  json want = model_json(model);
-  for (auto& [key, val] : want.items())
-    if (meta["model"][key] != val)
-      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=",
-                          meta["model"][key].dump(), ", but this config has ", val.dump(),
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  const std::pair<const char*, std::pair<int64_t, int64_t>> dims[] = {
+      {"n_layer", {meta.n_layer, model.n_layer}},
+      {"n_head", {meta.n_head, model.n_head}},
+      {"d_model", {meta.d_model, model.d_model}},
+      {"vocab_size", {meta.vocab_size, model.vocab_size}},
+      {"positions", {meta.positions, model.positions()}},
+      {"tie_embeddings", {meta.tie_embeddings, model.tie_embeddings}}};
+  for (const auto& [key, v] : dims)
+    if (v.first != v.second)
+      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=", v.first,
+                          ", but this config has ", v.second,
                           "; use a checkpoint of this model or set checkpoint.resume: none"));
-  for (const json& f : meta["files"]) {
-    std::string path = (fs::path(dir) / f["file"].get<std::string>()).string();
+  for (const CkptFile& f : meta.files) {
+    std::string path = (fs::path(dir) / f.file).string();
     std::error_code ec;
-    if (!fs::exists(path, ec))
+    if (!fs::is_regular_file(path, ec))
       throw UserError(str("checkpoint '", dir, "': shard '", path, "' is missing"));
     uint64_t bytes = 0;
     uint32_t crc = file_crc32(path, &bytes);
-    if (bytes != f["bytes"].get<uint64_t>() || crc != f["crc32"].get<uint32_t>())
-      throw UserError(str("checkpoint '", dir, "': shard '", path, "' fails its checksum (",
-                          bytes, " bytes, expected ", f["bytes"].get<uint64_t>(),
-                          "): corrupted or truncated"));
+    if (bytes != f.bytes || crc != f.crc32)
+      throw UserError(str("checkpoint '", dir, "': shard '", path, "' fails its checksum (", bytes,
+                          " bytes, expected ", f.bytes, "): corrupted or truncated"));
   }
-  ResumePoint rp{dir, meta["step"].get<int>(), meta["consumed_samples"].get<int64_t>(), {}};
-  if (meta.contains("trainer_state")) {  // absent in checkpoints of earlier versions
-    const json& t = meta["trainer_state"];
-    rp.state = {t.value("loss_scale", 0.0), t.value("loss_scale_clean", 0),
-                t.value("skipped_steps", 0)};
-  }
-  return rp;
+  return ResumePoint{dir, meta.step, meta.consumed_samples, meta.state};
 }
 
 std::string resolve_checkpoint_dir(const std::string& path) {
@@ -280,6 +283,12 @@ std::string resolve_checkpoint_dir(const std::string& path) {
     std::ifstream in(p / "latest");
     std::string name;
     in >> name;
+    // Only what save_checkpoint writes there: a step directory beside `latest`.
+    if (name.size() != 12 || name.rfind("step_", 0) != 0 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      throw UserError(str("checkpoint '", (p / "latest").string(), "' names '", name.substr(0, 40),
+                          "', not a step directory (step_NNNNNNN): the file is corrupt; give a "
+                          "step directory instead"));
     p /= name;
   }
   return p.string();
@@ -289,24 +298,26 @@ ResumePoint find_resume(const Config& cfg, ParallelCtx& pc) {
   ResumePoint rp;
   const std::string& want = cfg.checkpoint.resume;
   if (want == "none") return rp;
-  collectively([&] {
-    if (pc.rank != 0) return;
-    if (want != "auto") {
-      std::error_code ec;
-      if (!fs::exists(want, ec))
-        throw UserError(str("checkpoint.resume: '", want, "' does not exist"));
-      rp = verify_checkpoint(resolve_checkpoint_dir(want), cfg.model);
-      return;
-    }
-    for (auto& [step, dir] : step_dirs(cfg.checkpoint_dir())) {
-      try {
-        rp = verify_checkpoint(dir.string(), cfg.model);
-        return;
-      } catch (const UserError& e) {
-        warn("skipping checkpoint: ", e.what());
-      }
-    }
-  }, pc.world.mpi());
+  collectively(
+      [&] {
+        if (pc.rank != 0) return;
+        if (want != "auto") {
+          std::error_code ec;
+          if (!fs::exists(want, ec))
+            throw UserError(str("checkpoint.resume: '", want, "' does not exist"));
+          rp = verify_checkpoint(resolve_checkpoint_dir(want), cfg.model);
+          return;
+        }
+        for (auto& [step, dir] : step_dirs(cfg.checkpoint_dir())) {
+          try {
+            rp = verify_checkpoint(dir.string(), cfg.model);
+            return;
+          } catch (const UserError& e) {
+            warn("skipping checkpoint: ", e.what());
+          }
+        }
+      },
+      pc.world.mpi());
   broadcast_string(rp.dir, pc);
   pc.world.broadcast(&rp.step, sizeof rp.step, 0);
   pc.world.broadcast(&rp.consumed_samples, sizeof rp.consumed_samples, 0);
@@ -316,14 +327,15 @@ ResumePoint find_resume(const Config& cfg, ParallelCtx& pc) {
 
 void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, float* params,
                              float* m, float* v) {
-  json meta = read_meta(dir);
-  std::map<std::string, std::vector<json>> stored;  // tensor -> its blocks in the files
-  for (const json& b : meta["blocks"]) stored[b["tensor"].get<std::string>()].push_back(b);
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  std::map<std::string, std::vector<const CkptBlock*>> stored;  // tensor -> its stored blocks
+  for (const CkptBlock& b : meta.blocks) stored[b.tensor].push_back(&b);
   std::map<std::string, h5::Handle> files;
   auto file = [&](const std::string& name) -> hid_t {
     auto it = files.find(name);
     if (it == files.end())
-      it = files.emplace(name, h5::open_read((fs::path(dir) / name).string(), "checkpoint shard")).first;
+      it = files.emplace(name, h5::open_read((fs::path(dir) / name).string(), "checkpoint shard"))
+               .first;
     return it->second.get();
   };
 
@@ -333,24 +345,30 @@ void read_checkpoint_tensors(const std::string& dir, const ParamLayout& layout, 
     auto it = stored.find(p.name);
     if (it == stored.end())
       throw UserError(str("checkpoint '", dir, "' has no tensor '", p.name, "'"));
+    check_stored_blocks(meta.path, p.name, p.rows, p.cols, it->second);
     int64_t covered = 0, needed = 0;
     for (int kind = 0; kind < kinds; ++kind) std::fill_n(dst[kind] + p.offset, p.numel(), 0.0f);
     for (const ShardBlock& lb : layout.blocks(p)) {
       needed += lb.rows * lb.cols;
-      for (const json& sb : it->second) {
-        int64_t sr = sb["grow"], sc = sb["gcol"], nr = sb["rows"], nc = sb["cols"];
+      for (const CkptBlock* sb : it->second) {
+        const int64_t sr = sb->grow, sc = sb->gcol, nr = sb->rows, nc = sb->cols;
         int64_t r0 = std::max(lb.grow, sr), r1 = std::min(lb.grow + lb.rows, sr + nr);
         int64_t c0 = std::max(lb.gcol, sc), c1 = std::min(lb.gcol + lb.cols, sc + nc);
         if (r0 >= r1 || c0 >= c1) continue;
         covered += (r1 - r0) * (c1 - c0);
-        const std::string fname = sb["file"];
-        const size_t k = sb["k"];
+        const std::string path = (fs::path(dir) / sb->file).string();
+        const hid_t f = file(sb->file);
         for (int kind = 0; kind < kinds; ++kind) {
-          float* out = dst[kind] + p.offset + (lb.lrow + r0 - lb.grow) * p.lcols + lb.lcol +
-                       (c0 - lb.gcol);
-          h5::read_block_f32(file(fname), block_path(kKinds[kind], p.name, k), hsize_t(r0 - sr),
-                             hsize_t(c0 - sc), hsize_t(r1 - r0), hsize_t(c1 - c0), out,
-                             hsize_t(p.lcols), fname);
+          const std::string name = block_path(kKinds[kind], p.name, size_t(sb->k));
+          const std::vector<hsize_t> shape = h5::dataset_shape(f, name, path);
+          if (shape != std::vector<hsize_t>{hsize_t(nr), hsize_t(nc)})
+            throw UserError(str("checkpoint shard '", path, "': dataset '", name, "' has ",
+                                shape.size(), " dimensions or another shape than the ", nr, "x", nc,
+                                " block meta.json describes: the checkpoint is corrupt"));
+          float* out =
+              dst[kind] + p.offset + (lb.lrow + r0 - lb.grow) * p.lcols + lb.lcol + (c0 - lb.gcol);
+          h5::read_block_f32(f, name, hsize_t(r0 - sr), hsize_t(c0 - sc), hsize_t(r1 - r0),
+                             hsize_t(c1 - c0), out, hsize_t(p.lcols), path);
         }
       }
     }
@@ -371,8 +389,10 @@ void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOpti
 }
 
 Config checkpoint_config(const std::string& dir) {
-  json meta = read_meta(dir);
-  return parse_config(meta["config"].get<std::string>(), {}, dir + "/meta.json");
+  const CkptMeta meta = read_checkpoint_meta(dir);
+  if (meta.config.empty())
+    throw UserError(str("checkpoint '", meta.path, "' holds no 'config': give the config file"));
+  return parse_config(meta.config, {}, meta.path);
 }
 
 }  // namespace loom

@@ -12,20 +12,13 @@
 #include <cstdint>
 #include <string>
 
+#include "ckpt/meta.h"
 #include "config/config.h"
 #include "model/gpt_stage.h"
 #include "optim/zero.h"
 #include "parallel/parallel_ctx.h"
 
 namespace loom {
-
-// Trainer scalars beyond the step: the loss scaler (0: none) and the steps skipped on
-// gradient overflow (AdamW's bias correction counts applied updates only).
-struct TrainerState {
-  double loss_scale = 0;
-  int loss_scale_clean = 0;
-  int skipped_steps = 0;
-};
 
 struct ResumePoint {
   std::string dir;  // step directory; empty: start fresh

@@ -47,20 +47,103 @@ Handle create(const std::string& path) {
   return Handle(f, H5Fclose);
 }
 
-bool has_dataset(hid_t file, const std::string& name) {
-  if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) return false;
-  H5O_info_t info;
-  if (H5Oget_info_by_name(file, name.c_str(), &info, H5P_DEFAULT) < 0) return false;
-  return info.type == H5O_TYPE_DATASET;
+namespace {
+
+// The innermost message of HDF5's error stack: the most specific cause of the last failure.
+std::string last_error() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* s = static_cast<std::string*>(data);
+        if (s->empty() && e->desc && *e->desc) *s = e->desc;
+        return 0;
+      },
+      &msg);
+  return msg.empty() ? "no detail from HDF5" : msg;
 }
 
-std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path) {
-  Handle ds(LOOM_H5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path), H5Dclose);
-  Handle sp(LOOM_H5(H5Dget_space(ds.get()), path), H5Sclose);
+}  // namespace
+
+bool has_dataset(hid_t file, const std::string& name, const std::string& path) {
+  // One component at a time: H5Lexists fails, rather than answering no, when a group on the
+  // way is missing, and a failure is then left to mean what it says (an unreadable file).
+  const auto unreadable = [&](const std::string& part) {
+    return UserError(str("HDF5 file '", path, "': '", part, "' cannot be read (", last_error(),
+                         "): the file is corrupt or a link in it dangles"));
+  };
+  H5O_info_t info;
+  for (size_t end = name.find('/', 1);; end = name.find('/', end + 1)) {
+    const std::string part = name.substr(0, end);
+    const htri_t exists = H5Lexists(file, part.c_str(), H5P_DEFAULT);
+    if (exists == 0) return false;
+    if (exists < 0 || H5Oget_info_by_name(file, part.c_str(), &info, H5P_DEFAULT) < 0)
+      throw unreadable(part);
+    if (end == std::string::npos) return info.type == H5O_TYPE_DATASET;
+    if (info.type != H5O_TYPE_GROUP) return false;
+  }
+}
+
+namespace {
+
+const char* class_name(H5T_class_t c) {
+  switch (c) {
+    case H5T_INTEGER:
+      return "integer";
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_VLEN:
+      return "variable-length";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_REFERENCE:
+      return "reference";
+    case H5T_TIME:
+      return "time";
+    default:
+      return "unknown";
+  }
+}
+
+// Opens a dataset that loom can read as weights: floating point, data inside this file.
+Handle open_weights(hid_t file, const std::string& name, const std::string& path) {
+  const std::string where = str("HDF5 file '", path, "': dataset '", name, "'");
+  if (!has_dataset(file, name, path)) throw UserError(where + " is missing or is not a dataset");
+  hid_t id = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  if (id < 0) throw UserError(str(where, " cannot be opened (", last_error(), ")"));
+  Handle ds(id, H5Dclose);
+  Handle type(LOOM_H5(H5Dget_type(ds.get()), path), H5Tclose);
+  const H5T_class_t c = H5Tget_class(type.get());
+  if (c != H5T_FLOAT)
+    throw UserError(
+        str(where, " holds ", class_name(c), " values; weights must be floating point"));
+  Handle dcpl(LOOM_H5(H5Dget_create_plist(ds.get()), path), H5Pclose);
+  if (H5Pget_external_count(dcpl.get()) != 0 || H5Pget_layout(dcpl.get()) == H5D_VIRTUAL)
+    throw UserError(where + " keeps its data in other files; loom reads self-contained files only");
+  return ds;
+}
+
+std::vector<hsize_t> extent(hid_t ds, const std::string& path) {
+  Handle sp(LOOM_H5(H5Dget_space(ds), path), H5Sclose);
   int nd = int(LOOM_H5(H5Sget_simple_extent_ndims(sp.get()), path));
   std::vector<hsize_t> dims(static_cast<size_t>(nd));
   if (nd > 0) LOOM_H5(H5Sget_simple_extent_dims(sp.get(), dims.data(), nullptr), path);
   return dims;
+}
+
+}  // namespace
+
+std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path) {
+  Handle ds = open_weights(file, name, path);
+  return extent(ds.get(), path);
 }
 
 void write_f32(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
@@ -88,14 +171,19 @@ void write_f32_2d(hid_t file, const std::string& name, hsize_t rows, hsize_t col
 
 void read_block_f32(hid_t file, const std::string& name, hsize_t row0, hsize_t col0, hsize_t rows,
                     hsize_t cols, float* dst, hsize_t ld, const std::string& path) {
-  Handle ds(LOOM_H5(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path), H5Dclose);
+  Handle ds = open_weights(file, name, path);
+  const std::vector<hsize_t> dims = extent(ds.get(), path);
+  const bool two = dims.size() == 2, one = dims.size() == 1 && row0 == 0 && rows == 1;
+  const hsize_t R = two ? dims[0] : 1, C = two ? dims[1] : one ? dims[0] : 0;
+  if (!(two || one) || row0 > R || rows > R - row0 || col0 > C || cols > C - col0)
+    throw UserError(str("HDF5 file '", path, "': dataset '", name, "' has ", dims.size(),
+                        " dimensions (", R, "x", C, "); the block [", row0, ", ", row0 + rows,
+                        ") x [", col0, ", ", col0 + cols, ") loom needs is not inside it"));
   Handle fsp(LOOM_H5(H5Dget_space(ds.get()), path), H5Sclose);
-  int nd = int(LOOM_H5(H5Sget_simple_extent_ndims(fsp.get()), path));
-  if (nd == 2) {
+  if (two) {
     hsize_t start[2] = {row0, col0}, count[2] = {rows, cols};
     LOOM_H5(H5Sselect_hyperslab(fsp.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path);
   } else {
-    LOOM_CHECK(nd == 1 && row0 == 0 && rows == 1, name, ": rank ", nd, " block read");
     hsize_t start[1] = {col0}, count[1] = {cols};
     LOOM_H5(H5Sselect_hyperslab(fsp.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path);
   }
@@ -103,7 +191,10 @@ void read_block_f32(hid_t file, const std::string& name, hsize_t row0, hsize_t c
   hsize_t mdims[2] = {rows, ld}, mstart[2] = {0, 0}, mcount[2] = {rows, cols};
   Handle msp(LOOM_H5(H5Screate_simple(2, mdims, nullptr), path), H5Sclose);
   LOOM_H5(H5Sselect_hyperslab(msp.get(), H5S_SELECT_SET, mstart, nullptr, mcount, nullptr), path);
-  LOOM_H5(H5Dread(ds.get(), H5T_NATIVE_FLOAT, msp.get(), fsp.get(), H5P_DEFAULT, dst), path);
+  if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, msp.get(), fsp.get(), H5P_DEFAULT, dst) < 0)
+    throw UserError(str("HDF5 file '", path, "': reading dataset '", name, "' failed (",
+                        last_error(),
+                        "): the file is corrupt or needs an HDF5 filter not installed"));
 }
 
 }  // namespace loom::h5

@@ -34,7 +34,12 @@ void quiet();
 // Opens an existing file read-only; UserError naming the path when it is missing or not HDF5.
 Handle open_read(const std::string& path, const std::string& what);
 Handle create(const std::string& path);
-bool has_dataset(hid_t file, const std::string& name);
+// Whether `name` (a path like "param/x/0") names a dataset: false when it or a group on its way
+// is missing or is another kind of object; UserError naming the file when HDF5 cannot read an
+// object on the way (a corrupt file, a dangling link).
+bool has_dataset(hid_t file, const std::string& name, const std::string& path);
+// The shape of a weights dataset; UserError naming the file and the dataset when it is missing,
+// not floating point, or keeps its data in other files (external storage, virtual dataset).
 std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path);
 // Writes an fp32 dataset of the given shape (contiguous data).
 void write_f32(hid_t file, const std::string& name, const std::vector<hsize_t>& shape,
@@ -43,7 +48,8 @@ void write_f32(hid_t file, const std::string& name, const std::vector<hsize_t>& 
 void write_f32_2d(hid_t file, const std::string& path_in_file, hsize_t rows, hsize_t cols,
                   const float* data, const std::string& path);
 // Reads rows x cols starting at (row0, col0) of a (viewed as 2-D) dataset into dst with row
-// stride ld, converting to fp32.
+// stride ld, converting to fp32. The dataset is checked as by dataset_shape and the block must
+// lie inside it; UserError otherwise and when the read fails (a corrupt or filtered file).
 void read_block_f32(hid_t file, const std::string& name, hsize_t row0, hsize_t col0, hsize_t rows,
                     hsize_t cols, float* dst, hsize_t ld, const std::string& path);
 

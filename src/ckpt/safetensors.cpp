@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/json_util.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; loom converts it with plain copies");
@@ -233,13 +234,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     }
     return true;
   };
-  json h;
-  try {
-    h = json::parse(text, cb);
-  } catch (const json::exception& e) {
-    throw UserError(str(where, ": the JSON header is malformed (", e.what(),
-                        "); the file is corrupt or not safetensors"));
-  }
+  // The header nests 3 levels (name -> shape -> dimension); deeper is not safetensors.
+  const json h = parse_json_text(text, 8, where + ": the JSON header is malformed", cb);
   if (!h.is_object())
     throw UserError(str(where, ": the JSON header is not an object (not a safetensors file)"));
   if (!dup.empty())
@@ -285,7 +281,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     for (const json& dim : shape) {
       int64_t x = as_count(dim);
       if (x < 0)
-        throw UserError(str(bad, "has shape ", shape.dump(), ": dimensions must be integers >= 0"));
+        throw UserError(str(bad, "has shape dimension ", json_brief(dim),
+                            ": dimensions must be integers >= 0"));
       t.shape.push_back(x);
       overflow |= __builtin_mul_overflow(numel, uint64_t(x), &numel);
     }
@@ -295,7 +292,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     int64_t b = off.is_array() && off.size() == 2 ? as_count(off[0]) : -1;
     int64_t e = off.is_array() && off.size() == 2 ? as_count(off[1]) : -1;
     if (b < 0 || e < 0 || b > e)
-      throw UserError(str(bad, "has data_offsets ", off.dump(),
+      throw UserError(str(bad, "has data_offsets ",
+                          off.is_array() && off.size() == 2
+                              ? str("[", json_brief(off[0]), ", ", json_brief(off[1]), "]")
+                              : json_brief(off),
                           ": they must be [begin, end] with 0 <= begin <= end"));
     t.begin = uint64_t(b), t.end = uint64_t(e);
     if (t.end > data_size)

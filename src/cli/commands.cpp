@@ -4,21 +4,22 @@
 
 #include <cstdio>
 
+#include "backend/blas_setup.h"
+#include "backend/cpu_threads.h"
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
-#include "core/blas_setup.h"
-#include "core/exec_ctx.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
 #ifdef LOOM_HAVE_NCCL
 #include "parallel/nccl_comm.h"
 #endif
+#include "cli/load_config.h"
+#include "data_tools/tokenizer.h"
+#include "model/flops.h"
+#include "parallel/collective.h"
 #include "parallel/watchdog.h"
-#include "tokenizer.h"
-#include "train/flops.h"
 #include "train/generate.h"
 #include "train/signals.h"
-#include "train/startup.h"
 #include "train/trainer.h"
 
 namespace loom::cli {

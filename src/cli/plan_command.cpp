@@ -9,14 +9,14 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/cpu_threads.h"
+#include "backend/peak_flops.h"
 #include "config/config.h"
 #include "core/check.h"
-#include "core/exec_ctx.h"
+#include "parallel/collective.h"
 #include "plan/cluster.h"
 #include "plan/planner.h"
 #include "plan/report.h"
-#include "train/mfu.h"
-#include "train/startup.h"
 
 namespace loom::cli {
 
@@ -53,8 +53,9 @@ plan::ClusterSpec local_cluster() {
 
 int cmd_plan(const Args& a) {
   if (a.operands.size() != 1)
-    throw UserError("loom plan needs one config file: loom plan CONFIG.yaml [--cluster "
-                    "CLUSTER.yaml] [--json] [--set key.path=value]...");
+    throw UserError(
+        "loom plan needs one config file: loom plan CONFIG.yaml [--cluster "
+        "CLUSTER.yaml] [--json] [--set key.path=value]...");
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;  // planning is one process's work; other ranks stay quiet

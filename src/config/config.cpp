@@ -1,6 +1,7 @@
 // YAML -> Config: file reading, --set overrides on the YAML tree, strict typed conversion, to_yaml.
 #include "config/config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -272,6 +273,8 @@ std::string apply_override(YAML::Node& root, const std::string& text) {
   YAML::Node value;
   try {
     value = YAML::Load(value_text);
+  } catch (const YAML::DeepRecursion&) {
+    throw UserError("--set " + path + ": the value nests too deeply (configs nest 4 levels)");
   } catch (const YAML::ParserException& e) {
     throw UserError("--set " + path + ": cannot parse '" + value_text + "' as a YAML value: " +
                     e.msg);
@@ -321,6 +324,9 @@ Config convert(YAML::Node root, const std::vector<std::string>& overrides,
 YAML::Node load_yaml(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's guard; its message says "bad file"
+    throw UserError(str(source, ":", e.mark.line + 1, ":", e.mark.column + 1,
+                        ": YAML nested too deeply (a loom config nests at most 4 levels)"));
   } catch (const YAML::ParserException& e) {
     throw UserError(str(source, ":", e.mark.line + 1, ":", e.mark.column + 1,
                         ": YAML syntax error: ", e.msg));

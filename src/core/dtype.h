@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace loom {
 
@@ -10,15 +11,22 @@ enum class Device : uint8_t { CPU, CUDA };
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::I32: return 4;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::U16: return 2;
+    case DType::F32:
+      return 4;
+    case DType::I32:
+      return 4;
+    case DType::BF16:
+      return 2;
+    case DType::F16:
+      return 2;
+    case DType::U16:
+      return 2;
   }
   return 0;
 }
 const char* dtype_name(DType t);
 const char* device_name(Device d);
+// The activation dtype train.dtype names (fp32 | bf16 | fp16); a UserError otherwise.
+DType parse_train_dtype(const std::string& dtype);
 
 }  // namespace loom

@@ -119,18 +119,25 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   LOOM_USER_CHECK(doc_index(num_docs1_ - 1) == num_seqs_, ip, ": document index ends at ",
                   doc_index(num_docs1_ - 1), " but there are ", num_seqs_, " sequences", corrupt);
 
-  bin_ = MappedFile(bp);
-  const int64_t bsize = int64_t(bin_.size());
+  // The extent of .bin that the index describes, from the index alone, so that a .bin of
+  // another size is refused with both sizes before any token is read.
   int64_t end = 0;
   for (int64_t i = 0; i < num_seqs_; ++i) {
-    int64_t len = sequence_length(i), ptr = sequence_pointer(i);
+    const int64_t len = sequence_length(i), ptr = sequence_pointer(i);
     LOOM_USER_CHECK(len >= 0, ip, ": sequence ", i, " has negative length ", len, corrupt);
-    LOOM_USER_CHECK(ptr >= 0 && ptr <= bsize && len <= (bsize - ptr) / int64_t(item_), bp,
-                    ": truncated or does not match its index: sequence ", i, " needs bytes [", ptr,
-                    ", ", ptr + len * int64_t(item_), ") but the file has ", bsize, corrupt);
+    LOOM_USER_CHECK(ptr >= 0 && len <= (std::numeric_limits<int64_t>::max() - ptr) / int64_t(item_),
+                    ip, ": sequence ", i, " has byte offset ", ptr, " and ", len,
+                    " tokens, outside any file", corrupt);
     end = std::max(end, ptr + len * int64_t(item_));
-    num_tokens_ += len;
+    LOOM_USER_CHECK(!__builtin_add_overflow(num_tokens_, len, &num_tokens_), ip,
+                    ": the token count overflows int64", corrupt);
   }
+  bin_ = MappedFile(bp);
+  const int64_t bsize = int64_t(bin_.size());
+  LOOM_USER_CHECK(bsize >= end, bp, " is ", bsize, " bytes but ", ip, " describes ", end,
+                  " bytes (", num_seqs_, " sequences, ", num_tokens_, " ",
+                  mmidx::dtype_name(dtype_),
+                  " tokens): the .bin is truncated or belongs to another index", corrupt);
   LOOM_USER_CHECK(end == bsize, bp, ": ", bsize - end,
                   " trailing bytes after the last sequence of the index (", end,
                   " bytes expected): .bin and .idx do not belong together", corrupt);
@@ -146,6 +153,7 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   LOOM_CHECK(seq >= 0 && seq < num_seqs_ && offset >= 0 && count >= 0 &&
                  offset + count <= sequence_length(seq),
              "read(", seq, ", ", offset, ", ", count, ") outside ", prefix_);
+  if (count == 0) return;  // out may be null then, and an empty .bin maps to no address
   const uint8_t* p = bin_.data() + sequence_pointer(seq) + offset * int64_t(item_);
   switch (dtype_) {
     case mmidx::kUInt16:

@@ -14,15 +14,12 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
       be_(be ? *be : cpu_backend()),
       hooks_(std::move(hooks)),
       phooks_(std::move(param_hooks)),
-      recompute_(recompute),
-      acts_(be_.device()),
-      scratch_(be_.device()) {
+      recompute_(recompute) {
   const int tp = layout.tp();
   const Device dev = be_.device();
   dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
-  fmt_ = act_format(be_, dims_);
-  const size_t N = size_t(dims_.N()), C = size_t(dims_.C), L = size_t(layout.layers().num_layers);
-  const size_t e = fmt_.act;
+  fmt_ = act_format(be_.traits(), dims_);
+  const size_t N = size_t(dims_.N()), L = size_t(layout.layers().num_layers);
 
   const size_t cap = std::max(param_capacity, layout.total());
   if (!phooks_.where) {  // default placement: one flat buffer, padded for ZeRO's shards
@@ -35,7 +32,7 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
   if (be_.lowp()) {
     LOOM_CHECK(params_buf_.data() != nullptr,
                "low-precision compute weights need the default parameter placement (ZeRO < 3)");
-    cw_buf_ = Buffer(cap * e, dev);
+    cw_buf_ = Buffer(cap * fmt_.act, dev);
     cw_buf_.zero();
   }
   if (!hooks_.where) {  // default placement: one flat buffer shaped like the parameters
@@ -51,76 +48,42 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     g_.push_back(grads_at(layer));
   }
 
-  // Activation slots: reserve every tensor, allocate once, then hand out pointers.
-  struct SlotOffsets {
-    std::vector<size_t> xs, layers;
-    size_t tokens = 0, dfinal = 0;
-  };
-  std::vector<SlotOffsets> offs(static_cast<size_t>(num_slots));
-  // Kept per slot and layer: everything (none), everything but the attention probabilities
-  // (selective), or nothing but the layer inputs (full). A backend whose attention keeps only
-  // row statistics (cuda) has nothing for selective to drop: it keeps them per layer.
-  const bool per_layer = recompute != Recompute::Full;
-  const bool keep_att = recompute == Recompute::None || !be_.attention_saves_probabilities();
-  for (auto& o : offs) {
-    for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts_.reserve(N * C * e));
-    if (per_layer)
-      for (size_t l = 0; l < L; ++l)
-        o.layers.push_back(acts_.reserve(dims_.acts_bytes(fmt_, keep_att)));
-    if (layout.first_stage()) o.tokens = acts_.reserve(N * 4);
-    if (layout.last_stage()) o.dfinal = acts_.reserve(N * C * e);
-  }
-  // Shared by every slot and layer: the attention probabilities (selective), or a whole layer's
-  // activations and the re-run output (full), rebuilt right before each layer's backward.
-  size_t o_shared = 0, o_rout = 0;
-  if (per_layer && !keep_att) o_shared = acts_.reserve(fmt_.att_saved * 4);
-  if (recompute == Recompute::Full) {
-    o_shared = acts_.reserve(dims_.acts_bytes(fmt_, true));
-    o_rout = acts_.reserve(N * C * e);
-  }
-  acts_.allocate();
-  auto at = [](Arena& a, size_t off) { return static_cast<char*>(a.buffer().data()) + off; };
-  if (recompute == Recompute::Full) recompute_out_ = at(acts_, o_rout);
-  for (auto& o : offs) {
+  // Activation slots and scratch: the stage's arena plan (layout/stage_memory.h), allocated once
+  // and carved.
+  StageShapeSpec spec;
+  spec.dims = dims_;
+  spec.layers = int(L);
+  spec.slots = num_slots;
+  spec.recompute = recompute;
+  spec.first = layout.first_stage();
+  spec.last = layout.last_stage();
+  spec.vocab_local = layout.vocab_local();
+  const StageArenas plan = plan_stage_arenas(spec, be_.traits());
+  acts_ = Buffer(plan.acts_bytes, dev);
+  acts_.zero();
+  scratch_ = Buffer(plan.scratch_bytes, dev);
+  scratch_.zero();
+  auto at = [](Buffer& a, size_t off) { return static_cast<char*>(a.data()) + off; };
+  if (recompute == Recompute::Full) recompute_out_ = at(acts_, plan.rerun_out);
+  for (const StageArenas::Slot& o : plan.slots) {
     Slot s;
     for (size_t off : o.xs) s.xs.push_back(at(acts_, off));
     if (recompute == Recompute::Full)
-      s.layers.assign(L, block_acts_at(at(acts_, o_shared), dims_, fmt_));
+      s.layers.assign(L, block_acts_at(at(acts_, plan.shared), dims_, fmt_));
     for (size_t off : o.layers)
-      s.layers.push_back(
-          block_acts_at(at(acts_, off), dims_, fmt_,
-                        keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, o_shared))));
-    if (layout.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
-    if (layout.last_stage()) s.dfinal = at(acts_, o.dfinal);
+      s.layers.push_back(block_acts_at(
+          at(acts_, off), dims_, fmt_,
+          plan.keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, plan.shared))));
+    if (spec.first) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
+    if (spec.last) s.dfinal = at(acts_, o.dfinal);
     slots_.push_back(s);
   }
-
-  // Scratch: the block backward's, two ping-pong gradients, and the head (last stage).
-  const int Vl = layout.vocab_local();
-  const size_t cls_work = be_.classifier_work_floats(int(N), Vl);
-  auto carve_head = [&](void* base) {
-    Carver c(base, fmt_.align);
-    lnf_ = c.take(N * C * e);
-    dlnf_ = c.take(N * C * e);
-    lnf_mean_ = c.floats(N);
-    lnf_rstd_ = c.floats(N);
-    maxv_ = c.floats(N);
-    lmax_ = c.floats(N);
-    losses_ = c.floats(N);
-    sums_ = c.floats(2 * N);
-    cls_work_ = c.floats(cls_work);
-    logits_ = c.take(N * size_t(Vl) * e);
-    if (dev != Device::CPU) targets_ = static_cast<int32_t*>(c.take(N * 4));
-    return c.used();
-  };
-  size_t o_bs = scratch_.reserve(BlockScratch::bytes(dims_, fmt_));
-  size_t o_d0 = scratch_.reserve(N * C * e), o_d1 = scratch_.reserve(N * C * e);
-  size_t o_head = layout.last_stage() ? scratch_.reserve(carve_head(nullptr)) : 0;
-  scratch_.allocate();
-  bs_ = block_scratch_at(at(scratch_, o_bs), dims_, fmt_);
-  dbuf_[0] = at(scratch_, o_d0);
-  dbuf_[1] = at(scratch_, o_d1);
-  if (layout.last_stage()) carve_head(at(scratch_, o_head));
+  bs_ = block_scratch_at(at(scratch_, plan.block_scratch), dims_, fmt_);
+  dbuf_[0] = at(scratch_, plan.dgrad[0]);
+  dbuf_[1] = at(scratch_, plan.dgrad[1]);
+  if (spec.last)
+    carve_head(head_, at(scratch_, plan.head), dims_.N(), dims_.C, spec.vocab_local, fmt_,
+               be_.traits());
   losses_host_.resize(N);
 }
 
@@ -178,9 +141,9 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
     poll();
   }
   if (layout_.last_stage()) {
-    if (targets && targets_) {  // device backends read a device copy
-      be_.from_host(targets_, targets, size_t(N) * sizeof(int32_t));
-      targets = targets_;
+    if (targets && head_.targets) {  // device backends read a device copy
+      be_.from_host(head_.targets, targets, size_t(N) * sizeof(int32_t));
+      targets = head_.targets;
     }
     head(s, targets, dloss);
   }
@@ -195,48 +158,42 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   const ParamSpec& lnb = layout_.get("ln_f.bias");
   const ParamSpec& head = layout_.get(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
   const void* W = cw(head);  // (Vl, C)
-  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, cw(lnw), cw(lnb), N, C);
+  be_.layernorm_forward(head_.lnf, head_.lnf_mean, head_.lnf_rstd, x, cw(lnw), cw(lnb), N, C);
   // Logits (N, Vl) and this shard's softmax statistics.
-  be_.classifier_forward(logits_, targets ? maxv_ : nullptr, targets ? sums_ : nullptr,
-                         targets ? cls_work_ : nullptr, lnf_, W, targets, N, C, Vl, vstart, V);
+  be_.classifier_forward(head_.logits, targets ? head_.maxv : nullptr,
+                         targets ? head_.sums : nullptr, targets ? head_.cls_work : nullptr,
+                         head_.lnf, W, targets, N, C, Vl, vstart, V);
   if (!targets) return;
   // Vocab-parallel cross-entropy: the row statistics are reduced over TP, logits never are.
   if (pc_.tp.size() > 1) {
-    be_.copy(lmax_, maxv_, size_t(N) * sizeof(float));
-    pc_.tp.all_reduce(maxv_, size_t(N), ReduceOp::Max);
-    be_.ce_rescale_sums(sums_, lmax_, maxv_, N);
-    pc_.tp.all_reduce(sums_, size_t(N) * 2, ReduceOp::Sum);
+    be_.copy(head_.lmax, head_.maxv, size_t(N) * sizeof(float));
+    pc_.tp.all_reduce(head_.maxv, size_t(N), ReduceOp::Max);
+    be_.ce_rescale_sums(head_.sums, head_.lmax, head_.maxv, N);
+    pc_.tp.all_reduce(head_.sums, size_t(N) * 2, ReduceOp::Sum);
   }
-  be_.ce_loss(losses_, maxv_, sums_, N);
-  be_.to_host(losses_host_.data(), losses_, size_t(N) * sizeof(float));
+  be_.ce_loss(head_.losses, head_.maxv, head_.sums, N);
+  be_.to_host(losses_host_.data(), head_.losses, size_t(N) * sizeof(float));
   double total = 0;
   for (int n = 0; n < N; ++n) total += losses_host_[size_t(n)];
   loss_sum_ += total;
   if (dloss == 0.0f) return;
   // Backward through the classifier right away: only dlnf is kept, never the logits.
-  be_.classifier_backward(dlnf_, hooks_.where(head), logits_, maxv_, sums_, targets, dloss, lnf_, W,
-                          N, C, Vl, vstart, V);
-  pc_.tp.all_reduce(dlnf_, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
+  be_.classifier_backward(head_.dlnf, hooks_.where(head), head_.logits, head_.maxv, head_.sums,
+                          targets, dloss, head_.lnf, W, N, C, Vl, vstart, V);
+  pc_.tp.all_reduce(head_.dlnf, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   be_.zero(s.dfinal, size_t(N) * C * fmt_.act);
-  be_.layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), dlnf_, x, cw(lnw),
-                         lnf_mean_, lnf_rstd_, N, C);
+  be_.layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), head_.dlnf, x, cw(lnw),
+                         head_.lnf_mean, head_.lnf_rstd, N, C);
 }
 
 void GPTStage::logits_to_host(float* out) const {
-  be_.act_to_host_f32(out, logits_, size_t(dims_.N()) * size_t(layout_.vocab_local()));
-}
-
-Recompute parse_recompute(const std::string& mode) {
-  if (mode == "selective") return Recompute::Selective;
-  if (mode == "full") return Recompute::Full;
-  LOOM_CHECK(mode == "none", "train.recompute '", mode, "'");
-  return Recompute::None;
+  be_.act_to_host_f32(out, head_.logits, size_t(dims_.N()) * size_t(layout_.vocab_local()));
 }
 
 // Rebuilds what layer l's backward needs and the chosen mode did not keep.
 void GPTStage::recompute(Slot& s, int l) {
   const BlockActs& a = s.layers[size_t(l)];
-  if (recompute_ == Recompute::Selective && be_.attention_saves_probabilities())
+  if (recompute_ == Recompute::Selective && be_.traits().attention_saves_probabilities())
     // The probabilities from q, k (the output, written to scratch, is not needed).
     be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.Cl(), dims_.NH);
   else if (recompute_ == Recompute::Full)  // the layer's whole forward, TP all-reduces included

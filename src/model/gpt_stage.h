@@ -11,8 +11,9 @@
 
 #include "backend/backend.h"
 #include "core/buffer.h"
+#include "layout/param_layout.h"
+#include "layout/stage_memory.h"
 #include "model/block.h"
-#include "model/param_layout.h"
 #include "parallel/parallel_ctx.h"
 
 namespace loom {
@@ -41,13 +42,6 @@ struct ParamHooks {
   std::function<void(int layer)> release;
   std::function<void(int layer)> prefetch;
 };
-
-// Activation recomputation (train.recompute): none keeps every layer's activations per
-// in-flight micro-batch; selective drops the attention probabilities (B, NH, T, T) and
-// recomputes them from q, k in backward; full keeps only each layer's input and re-runs the
-// layer's forward before its backward.
-enum class Recompute { None, Selective, Full };
-Recompute parse_recompute(const std::string& mode);
 
 class GPTStage {
  public:
@@ -151,18 +145,12 @@ class GPTStage {
   Tensor params_, grads_;
   std::vector<BlockWeights> w_;
   std::vector<BlockGrads> g_;
-  Arena acts_, scratch_;
+  Buffer acts_, scratch_;  // the arenas of layout/stage_memory.h
   std::vector<Slot> slots_;
   BlockScratch bs_;
-  // Head scratch (last stage) and backward ping-pong buffers (act dtype unless float*).
-  void *lnf_ = nullptr, *dlnf_ = nullptr, *logits_ = nullptr;    // (N, C), (N, C), (N, Vl)
-  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;              // (N), (N)
-  float *maxv_ = nullptr, *sums_ = nullptr, *losses_ = nullptr;  // (N), (N, 2), (N)
-  float* lmax_ = nullptr;       // (N) this TP rank's row max, before the MAX all-reduce
-  float* cls_work_ = nullptr;   // classifier_work_floats(N, Vl): per-chunk softmax statistics
-  int32_t* targets_ = nullptr;  // (N) device copy of the targets (cuda; cpu reads the host's)
-  void* dbuf_[2] = {nullptr, nullptr};
-  std::vector<float> losses_host_;  // (N)
+  HeadScratch head_;                    // last stage
+  void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype
+  std::vector<float> losses_host_;      // (N)
   double loss_sum_ = 0;
 };
 

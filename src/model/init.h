@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 
 namespace loom {
 

@@ -6,18 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-
 namespace loom {
 
 namespace {
 constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel reduction call
-}
-
-size_t zero_shard_size(size_t total, int dp) { return (total + size_t(dp) - 1) / size_t(dp); }
-
-ShardRange zero_shard(size_t total, int dp, int rank) {
-  size_t s = zero_shard_size(total, dp);
-  return {std::min(total, size_t(rank) * s), std::min(total, size_t(rank + 1) * s)};
 }
 
 ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
@@ -34,7 +26,8 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
   microbatches_ = per_step > 0 ? cfg.train.global_batch_size / per_step : 0;
   tied_across_stages_ = cfg.model.tie_embeddings && pc.grid.size(Axis::PP) > 1;
   shard_size_ = zero_shard_size(layout.total(), dp_);
-  shard_ = stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
+  shard_ =
+      stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
   const size_t state = shard_.hi - shard_.lo;
   m_ = Buffer(state * sizeof(float), dev);
   v_ = Buffer(state * sizeof(float), dev);
@@ -354,8 +347,13 @@ void ZeroOptimizer::step(double lr, float grad_scale, int step) {
   for (const ParamSpec& p : layout_.params()) {
     size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
     if (lo >= hi) continue;
-    cpu::AdamWParams a{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps),
-                       p.decay ? float(cfg_.weight_decay) : 0.0f, step, grad_scale};
+    cpu::AdamWParams a{float(lr),
+                       float(cfg_.beta1),
+                       float(cfg_.beta2),
+                       float(cfg_.eps),
+                       p.decay ? float(cfg_.weight_decay) : 0.0f,
+                       step,
+                       grad_scale};
     size_t k = lo - shard_.lo;
     float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
     be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, a, nullptr);
@@ -369,8 +367,8 @@ void ZeroOptimizer::step(double lr, float grad_scale, int step) {
 
 MemoryReport ZeroOptimizer::memory() const {
   MemoryReport r;
-  r.params = (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) +
-             model_->compute_weight_bytes();
+  r.params =
+      (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) + model_->compute_weight_bytes();
   r.param_buckets = layer_work_[0].bytes() + layer_work_[1].bytes() + other_work_.bytes();
   r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
   r.grad_buckets = layer_stage_[0].bytes() + layer_stage_[1].bytes() + other_stage_.bytes();

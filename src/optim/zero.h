@@ -18,19 +18,12 @@
 
 #include "config/config.h"
 #include "core/buffer.h"
+#include "layout/param_layout.h"
+#include "layout/zero_shard.h"
 #include "model/gpt_stage.h"
-#include "model/param_layout.h"
 #include "parallel/parallel_ctx.h"
 
 namespace loom {
-
-// Elements [lo, hi) of a flat buffer of `total` elements owned by DP rank `rank`: the buffer is
-// padded to dp * shard_size and cut into equal contiguous shards (a tensor may straddle two).
-struct ShardRange {
-  size_t lo = 0, hi = 0;
-};
-size_t zero_shard_size(size_t total, int dp);
-ShardRange zero_shard(size_t total, int dp, int rank);
 
 struct MemoryReport {
   size_t params = 0, grads = 0, optimizer = 0, activations = 0;
@@ -53,14 +46,14 @@ class ZeroOptimizer {
   // Stages 2, 3 place gradients themselves; stages 0/1 keep the model's buffer and, with
   // overlap, start their reductions from the hooks ({} without overlap).
   GradHooks grad_hooks();
-  ParamHooks param_hooks();          // stage 3 places parameters itself; {} otherwise
+  ParamHooks param_hooks();  // stage 3 places parameters itself; {} otherwise
   // Stage 3 keeps its parameters here; other stages in the model's flat buffer. Either way
   // these two convert between that storage and a whole flat (layout.total()) host copy.
-  void set_full_params(const float* full);   // this rank keeps its part (init, load)
-  void get_full_params(float* full);         // collective over DP for stage 3
+  void set_full_params(const float* full);  // this rank keeps its part (init, load)
+  void get_full_params(float* full);        // collective over DP for stage 3
   // Stage 3's parameter shard (backend memory).
   const float* param_shard() const { return static_cast<const float*>(param_shard_.data()); }
-  void attach(GPTStage& stage);      // before training
+  void attach(GPTStage& stage);  // before training
   void zero_grad();
   // After every micro-batch's backward: finishes the gradient reductions (tied embedding
   // between first and last stage, then DP) and returns the global gradient L2 norm, each
@@ -109,15 +102,15 @@ class ZeroOptimizer {
   GPTStage* model_ = nullptr;
   Buffer m_, v_;
   // Stage 2 only.
-  Buffer grad_shard_;   // (shard size) reduced gradients of the shard
+  Buffer grad_shard_;      // (shard size) reduced gradients of the shard
   Buffer layer_stage_[2];  // one layer's gradients, reused by every layer ([1]: overlap)
-  Buffer other_stage_;  // embeddings, final norm, head: reduced after each micro-batch
+  Buffer other_stage_;     // embeddings, final norm, head: reduced after each micro-batch
   std::vector<size_t> layer_begin_, layer_end_;  // flat range of each local layer
   std::map<size_t, size_t> other_offset_;        // tensor's flat offset -> offset in other_stage_
   // Stage 3 only.
-  Buffer param_shard_;  // (shard size) this rank's parameters
+  Buffer param_shard_;    // (shard size) this rank's parameters
   Buffer layer_work_[2];  // one layer's gathered parameters ([1]: overlap)
-  Buffer other_work_;   // the non-layer tensors, gathered
+  Buffer other_work_;     // the non-layer tensors, gathered
   // Overlap: requests in flight. Stages 0/1: the DP all-reduces of the step. Stages 2/3: per
   // staging buffer, the reduce of the layer it holds; stage 3, per working buffer, the gather of
   // the layer announced by prefetch.

@@ -2,7 +2,7 @@
 //
 // Point-to-point design. The pipeline executor relies on MPI's semantics: isend returns at once
 // and never waits for the receiver, so a schedule whose receives can all be matched cannot
-// deadlock (pipeline/schedule.h simulates exactly that). NCCL's send does wait: its kernel holds
+// deadlock (layout/schedule.h simulates exactly that). NCCL's send does wait: its kernel holds
 // its stream until the peer's receive runs. Enqueued on the compute stream, stage i's "send
 // activation k, then receive gradient j" and stage i+1's "send gradient j, then receive
 // activation k+1" block each other for good. Hence:

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "layout/schedule.h"
 #include "model/gpt_stage.h"
-#include "pipeline/schedule.h"
 
 namespace loom {
 
@@ -51,7 +51,7 @@ class PipelineExecutor {
   int microbatches_, num_slots_;
   bool overlap_;
   DType act_dtype_ = DType::F32;
-  size_t act_bytes_ = 0;  // one (N, C) activation
+  size_t act_bytes_ = 0;          // one (N, C) activation
   Buffer dinput_buf_, dout_buf_;  // dout_buf_: one output gradient (two with overlap)
   CommRequest early_;             // the receive posted for the next action (overlap)
   std::vector<int32_t> tokens_, targets_;

@@ -5,17 +5,15 @@
 #include <map>
 
 #include "core/check.h"
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 
 namespace loom::plan {
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None: return "none";
-    case Recompute::Selective: return "selective";
-    case Recompute::Full: return "full";
-  }
-  return "?";
+DeviceTraits PlanModel::traits() const {
+  DeviceTraits t;
+  t.device = device == "cuda" ? Device::CUDA : Device::CPU;
+  t.act = prec.act == 4 ? DType::F32 : prec.name == "fp16" ? DType::F16 : DType::BF16;
+  return t;
 }
 
 Precision precision_of(const std::string& dtype) {

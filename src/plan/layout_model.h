@@ -4,13 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_traits.h"
 #include "config/config.h"
-#include "model/gpt_stage.h"
+#include "layout/stage_memory.h"
 
 namespace loom::plan {
 
-using ::loom::Recompute;  // none | selective | full, as GPTStage implements them
-const char* recompute_name(Recompute r);
+using ::loom::Recompute;  // none | selective | full (layout/stage_memory.h)
+using ::loom::recompute_name;
 
 // One point of the search: the 3D grid, the micro-batch size, the ZeRO stage, recomputation.
 struct Candidate {
@@ -33,14 +34,16 @@ Precision precision_of(const std::string& dtype);
 // What the plan takes from a config: the model, the global batch, schedule and rank order.
 struct PlanModel {
   ModelConfig model;
-  int global_batch = 1;             // sequences per optimizer step (train.global_batch_size)
-  std::string schedule = "1f1b";    // 1f1b | gpipe (parallel.schedule)
-  std::string order = "tp-dp-pp";   // parallel.order: placement of ranks on nodes
-  std::string device = "cpu";       // the backend modelled: cpu (exact accounting) or cuda
+  int global_batch = 1;            // sequences per optimizer step (train.global_batch_size)
+  std::string schedule = "1f1b";   // 1f1b | gpipe (parallel.schedule)
+  std::string order = "tp-dp-pp";  // parallel.order: placement of ranks on nodes
+  std::string device = "cpu";      // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
   bool overlap = false;  // parallel.overlap: second staging/working/receive buffers
   // True when loom's allocations and counters are reproduced exactly (cpu backend, fp32).
   bool exact_backend() const { return device == "cpu" && prec.name == "fp32"; }
+  // The modelled device: its element size, alignment and kernel work sizes.
+  DeviceTraits traits() const;
 };
 
 // The parameters one (pipeline stage, TP rank) holds, counted with ParamLayout (every TP rank of
@@ -55,7 +58,7 @@ struct StageShape {
   uint64_t other = 0;         // embeddings, final norm, head / tied copy
   uint64_t wte = 0;           // elements of the stage's wte shard (0 when it has none)
   bool tied_across_stages = false;  // wte here is summed with the other end's (embed group)
-  int vocab_local = 0;        // padded vocab rows per TP rank
+  int vocab_local = 0;              // padded vocab rows per TP rank
 };
 
 // One StageShape per pipeline stage (layers split as loom splits them: even, extra layers to the

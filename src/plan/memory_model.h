@@ -29,9 +29,8 @@ struct MemoryEstimate {
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, uint64_t reserved, int dp_rank = 0);
 
-// GPTStage::activation_bytes() for `slots` micro-batches in flight: its activation arena
-// (64-byte aligned tensors) under train.recompute plus its scratch arena.
-uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageShape& sh,
-                          int slots);
+// GPTStage::activation_bytes() for `slots` micro-batches in flight: the stage's arenas as
+// layout/stage_memory.h plans them for the modelled device (the same function GPTStage uses).
+uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageShape& sh, int slots);
 
 }  // namespace loom::plan

@@ -1,14 +1,13 @@
 // Text and JSON rendering of a Plan.
 #include "plan/report.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
 #include "core/check.h"
-#include "train/flops.h"
+#include "model/flops.h"
 
 namespace loom::plan {
 
@@ -65,8 +64,9 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
            " out of memory"));
   if (!p.valid.empty()) {
     line("");
-    line("  #   dp  pp  tp   mb     m zero recompute  mem/GPU GiB   step s   tokens/s    MFU  "
-         "compute bubble   comm");
+    line(
+        "  #   dp  pp  tp   mb     m zero recompute  mem/GPU GiB   step s   tokens/s    MFU  "
+        "compute bubble   comm");
     // The best micro-batch of each (dp, pp, tp, zero, recompute): the rest differ only in it.
     char b[256];
     std::set<std::tuple<int, int, int, int, int>> shown;
@@ -95,9 +95,8 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
                   "optimizer %.2f, activations %.2f, pipeline buffers %.2f, ZeRO-3 gather %.2f, "
                   "reserved %.2f",
                   best.memory_stage, gib(double(m.params)), gib(double(m.grads)),
-                  gib(double(m.grad_buckets)), gib(double(m.optimizer)),
-                  gib(double(m.activations)), gib(double(m.pipeline)),
-                  gib(double(m.param_gather)), gib(double(m.reserved)));
+                  gib(double(m.grad_buckets)), gib(double(m.optimizer)), gib(double(m.activations)),
+                  gib(double(m.pipeline)), gib(double(m.param_gather)), gib(double(m.reserved)));
     line(b);
     const StepTime& t = best.time;
     std::snprintf(b, sizeof b,
@@ -121,8 +120,9 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
   list(true, "rejected grids");
   list(false, "rejected for memory, closest to fitting first");
   line("");
-  line("~ = estimate (the cuda backend in bf16, modelled from its definition); rows without it "
-       "reproduce the cpu backend's buffers and Comm byte counts exactly.");
+  line(
+      "~ = estimate (the cuda backend in bf16, modelled from its definition); rows without it "
+      "reproduce the cpu backend's buffers and Comm byte counts exactly.");
   line(str("assumptions: compute at peak x ", p.cluster.efficiency,
            "; MFU counts model FLOPs only (no recompute); TP all-reduces and pipeline sends are"
            " never overlapped; bubble (pp-1)/(m+pp-1); ",
@@ -148,11 +148,11 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["recompute"] = recompute_name(e.c.recompute);
     j["estimate"] = e.estimate;
     const MemoryEstimate& m = e.memory;
-    j["memory"] = {{"stage", e.memory_stage},       {"params", m.params},
-                   {"grads", m.grads},              {"grad_buckets", m.grad_buckets},
-                   {"optimizer", m.optimizer},      {"activations", m.activations},
-                   {"pipeline", m.pipeline},        {"param_gather", m.param_gather},
-                   {"reserved", m.reserved},        {"total", m.total()}};
+    j["memory"] = {{"stage", e.memory_stage},  {"params", m.params},
+                   {"grads", m.grads},         {"grad_buckets", m.grad_buckets},
+                   {"optimizer", m.optimizer}, {"activations", m.activations},
+                   {"pipeline", m.pipeline},   {"param_gather", m.param_gather},
+                   {"reserved", m.reserved},   {"total", m.total()}};
     if (!e.reason.empty()) {
       j["reason"] = e.reason;
       j["short_bytes"] = e.short_bytes;
@@ -162,11 +162,14 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["step_s"] = t.total;
     j["tokens_per_s"] = t.tokens_per_s;
     j["mfu"] = t.mfu;
-    j["time_s"] = {{"compute", t.compute}, {"bubble", t.bubble}, {"tp", t.tp},
-                   {"pp", t.pp},           {"dp", t.dp},         {"embed", t.embed},
+    j["time_s"] = {{"compute", t.compute}, {"bubble", t.bubble},
+                   {"tp", t.tp},           {"pp", t.pp},
+                   {"dp", t.dp},           {"embed", t.embed},
                    {"world", t.world},     {"slowest_stage", t.slowest_stage}};
-    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes}, {"pp", e.comm.pp.bytes},
-                                {"dp", e.comm.dp.bytes}, {"embed", e.comm.embed.bytes},
+    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes},
+                                {"pp", e.comm.pp.bytes},
+                                {"dp", e.comm.dp.bytes},
+                                {"embed", e.comm.embed.bytes},
                                 {"world", e.comm.world.bytes}};
     return j;
   };
@@ -180,9 +183,12 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
                   {"peak_flops", p.cluster.peak_flops},
                   {"efficiency", p.cluster.efficiency}};
   const ModelConfig& m = p.pm.model;
-  j["model"] = {{"n_layer", m.n_layer},   {"n_head", m.n_head},
-                {"d_model", m.d_model},   {"vocab_size", m.vocab_size},
-                {"seq_len", m.seq_len},   {"parameters", count_params(m)},
+  j["model"] = {{"n_layer", m.n_layer},
+                {"n_head", m.n_head},
+                {"d_model", m.d_model},
+                {"vocab_size", m.vocab_size},
+                {"seq_len", m.seq_len},
+                {"parameters", count_params(m)},
                 {"flops_per_token", flops_per_token(m)}};
   j["global_batch"] = p.pm.global_batch;
   j["precision"] = p.pm.prec.name;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
+#include "model/flops.h"
 #include "optim/zero.h"
-#include "train/flops.h"
 
 namespace loom::plan {
 
@@ -16,10 +16,10 @@ constexpr double kBackwardShare = 2.0 / 3.0;             // backward = 2x forwar
 double stage_flops_per_micro_batch(const PlanModel& pm, const Candidate& c, const StageShape& sh) {
   const double n = double(c.micro_batch) * pm.model.seq_len;  // tokens per micro-batch
   const double C = pm.model.d_model, T = pm.model.seq_len, L = sh.num_layers;
-  const double weights = double(sh.layer_elems);               // this rank's layer shard
-  const double attn = 12.0 * C * T * L / c.tp;                 // scores and weighted values
+  const double weights = double(sh.layer_elems);  // this rank's layer shard
+  const double attn = 12.0 * C * T * L / c.tp;    // scores and weighted values
   double f = n * (6.0 * weights + attn);
-  if (sh.last) f += 6.0 * n * C * sh.vocab_local;              // the vocab-parallel head
+  if (sh.last) f += 6.0 * n * C * sh.vocab_local;  // the vocab-parallel head
   if (c.recompute == Recompute::Full) f += n * (2.0 * weights + attn / 3.0);
   if (c.recompute == Recompute::Selective) f += n * attn / 3.0;
   return f;
@@ -44,8 +44,9 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
     const double pp = p2p_s(place.pp, double(v.pp.bytes) / m, int64_t(v.pp.calls / m));
 
     // DP work inside each micro-batch (ZeRO 2 reduces, ZeRO 3 gathers) and after the pipeline.
-    const double total = double(sh.total), layer_frac =
-        std::min(1.0, double(sh.widest_layer + sh.other) / std::max(1.0, total));
+    const double total = double(sh.total),
+                 layer_frac =
+                     std::min(1.0, double(sh.widest_layer + sh.other) / std::max(1.0, total));
     const double padded = double(zero_shard_size(sh.total, c.dp)) * c.dp;
     double dp_mb = 0, dp_tail = 0;
     if (c.dp > 1) {
@@ -55,8 +56,7 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
         dp_tail = overlap ? std::max(last, ar - kBackwardShare * comp) : ar;
       }
       if (c.zero >= 2) {  // per micro-batch: gradients reduced to their owners layer by layer
-        double mb = gather_s(place.dp, double(sh.layer_elems + sh.other) * grad,
-                             sh.num_layers + 2);
+        double mb = gather_s(place.dp, double(sh.layer_elems + sh.other) * grad, sh.num_layers + 2);
         if (c.zero == 3)  // and every layer gathered for forward and again for backward
           mb += 2 * gather_s(place.dp, padded * param, sh.num_layers + 1);
         const double hide = (c.zero == 3 ? 1.0 : kBackwardShare) * comp;

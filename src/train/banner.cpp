@@ -10,7 +10,8 @@
 #include <fstream>
 
 #include "core/log.h"
-#include "train/flops.h"
+#include "core/process.h"
+#include "model/flops.h"
 #include "train/trainer.h"
 
 namespace loom {
@@ -46,8 +47,8 @@ void Trainer::print_banner() {
     std::string err;
     if (!write_resolved_config(cfg_, yaml_path, &err))
       warn("cannot write the resolved config to ", yaml_path, ": ", err);
-    for (const auto& l : format_config_banner(cfg_, count_params(cfg_.model), flops_per_token_,
-                                              yaml_path))
+    for (const auto& l :
+         format_config_banner(cfg_, count_params(cfg_.model), flops_per_token_, yaml_path))
       info(l);
   }
   peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());
@@ -56,9 +57,9 @@ void Trainer::print_banner() {
     char cores[32];
     std::snprintf(cores, sizeof cores, "%.3g", peak_.cores_per_rank);
     info("cpu peak (measured sgemm): ", format_flops(peak_.per_device), " per rank, ",
-         format_flops(peak_.per_device * ranks), " for the job = ",
-         format_flops(peak_.per_core), " per core (best 1-thread sgemm) x ", cores,
-         " cores per rank (", plural_threads(peak_.threads), " each; ", peak_.node_cores,
+         format_flops(peak_.per_device * ranks), " for the job = ", format_flops(peak_.per_core),
+         " per core (best 1-thread sgemm) x ", cores, " cores per rank (",
+         plural_threads(peak_.threads), " each; ", peak_.node_cores,
          peak_.node_cores == 1 ? " core for " : " cores for ", peak_.ranks_on_node,
          peak_.ranks_on_node == 1 ? " rank" : " ranks", " on this node)");
   } else if (peak_.per_device > 0) {
@@ -78,8 +79,8 @@ void Trainer::print_summary(int last_step) {
   r.last_step = last_step;
   const int steps = std::max(0, last_step - start_step_);
   r.tokens = double(steps) * cfg_.train.global_batch_size * cfg_.model.seq_len;
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start)
-                 .count();
+  r.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count();
   // Time inside train_step (the steps' own time), else the loop's wall time.
   const auto& t = timers_.totals();
   r.step_s = t.count("step") ? t.at("step") / 1000.0

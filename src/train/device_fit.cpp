@@ -6,9 +6,9 @@
 #include <map>
 
 #include "core/check.h"
-#include "model/gpt_stage.h"
-#include "model/param_layout.h"
-#include "optim/zero.h"
+#include "layout/param_layout.h"
+#include "layout/stage_memory.h"
+#include "layout/zero_shard.h"
 #include "pipeline/executor.h"
 
 namespace loom {
@@ -26,13 +26,8 @@ struct Setup {
   int zero = 0;
   Recompute recompute = Recompute::None;
   std::string dtype = "fp32";
+  bool overlap = false;  // parallel.overlap: a second received output gradient
 };
-
-int act_bytes_of(const std::string& dtype) {
-  if (dtype == "bf16" || dtype == "fp16") return 2;
-  LOOM_USER_CHECK(dtype == "fp32", "train.dtype: '", dtype, "' is not one of fp32, bf16, fp16");
-  return 4;
-}
 
 Setup setup_of(const Config& cfg, const Grid& grid, int rank) {
   Setup s;
@@ -46,6 +41,7 @@ Setup setup_of(const Config& cfg, const Grid& grid, int rank) {
   s.zero = cfg.optimizer.zero_stage;
   s.recompute = parse_recompute(cfg.train.recompute);
   s.dtype = cfg.train.dtype;
+  s.overlap = cfg.parallel.overlap;
   return s;
 }
 
@@ -55,7 +51,8 @@ DeviceEstimate estimate(const Setup& s, const DeviceReserve& reserve) {
   const ParamLayout layout(m, s.tp, s.coord.tp, s.pp, s.coord.pp, s.stage_layers);
   DeviceEstimate r;
   r.dtype = s.dtype;
-  r.act_bytes = act_bytes_of(s.dtype);
+  const DType act_dtype = parse_train_dtype(s.dtype);
+  r.act_bytes = int(dtype_size(act_dtype));
   r.stage = s.coord.pp;
   r.dp_rank = s.coord.dp;
   r.microbatches = std::max(1, s.global_batch / (s.dp * s.micro_batch));
@@ -90,35 +87,25 @@ DeviceEstimate estimate(const Setup& s, const DeviceReserve& reserve) {
   }
   r.optimizer = state * 8;
 
-  // Activations of one micro-batch (N tokens): per layer LayerNorm outputs, the residual, qkv,
-  // the attention output and the MLP hidden before/after GELU in the compute dtype; four fp32
-  // row statistics (two LayerNorms' mean and rstd) and the attention's log-sum-exp per head.
+  // Activations and scratch: the stage's arenas as GPTStage allocates them on this device
+  // (layout/stage_memory.h), the logits shown apart from the rest of the scratch.
   const uint64_t N = uint64_t(s.micro_batch) * uint64_t(m.seq_len);
-  const uint64_t C = uint64_t(m.d_model), Cl = C / uint64_t(s.tp), Hl = 4 * C / uint64_t(s.tp);
-  const uint64_t NH = uint64_t(m.n_head) / uint64_t(s.tp);
-  const uint64_t L = uint64_t(layout.layers().num_layers);
   const bool first = layout.first_stage(), last = layout.last_stage();
-  const uint64_t NC = N * C * e;
-  const uint64_t layer = N * (3 * C + 3 * Cl + Cl + 2 * Hl) * e + 4 * N * 4 + N * NH * 4;
-  // Per micro-batch in flight: each layer's input and the stage output, every layer's
-  // activations unless recompute is full (selective keeps them: there are no probabilities to
-  // drop), the tokens (first stage), the targets and the stage output's gradient (last stage).
-  uint64_t per_slot = (L + 1) * NC;
-  if (s.recompute != Recompute::Full) per_slot += L * layer;
-  if (first) per_slot += N * 4;
-  if (last) per_slot += N * 4 + NC;
-  r.activations = uint64_t(r.slots) * per_slot;
-  if (s.recompute == Recompute::Full) r.activations += layer + NC;  // the re-run layer + output
-
-  // Scratch shared by all layers: the block backward's (projection partial, residual and
-  // LayerNorm gradients, MLP, attention and qkv gradients, the attention backward's per-row
-  // delta), two ping-pong gradients, and on the last stage the final LayerNorm output and its
-  // gradient with 7 fp32 row statistics (LayerNorm mean/rstd, max, two sums, loss, local max).
-  r.scratch = N * (3 * C + 2 * Hl + Cl + 3 * Cl) * e + N * NH * 4 + 2 * NC;
-  if (last) r.scratch += 2 * NC + 7 * N * 4;
+  const uint64_t NC = N * uint64_t(m.d_model) * e;
+  StageShapeSpec spec;
+  spec.dims = BlockDims{s.micro_batch, m.seq_len, m.d_model, m.n_head / s.tp, s.tp};
+  spec.layers = layout.layers().num_layers;
+  spec.slots = r.slots;
+  spec.recompute = s.recompute;
+  spec.first = first;
+  spec.last = last;
+  spec.vocab_local = layout.vocab_local();
+  const StageArenas arenas = plan_stage_arenas(spec, DeviceTraits{Device::CUDA, act_dtype});
+  r.activations = arenas.acts_bytes;
   if (last) r.logits = N * uint64_t(layout.vocab_local()) * e;
+  r.scratch = arenas.scratch_bytes - r.logits;
   if (!first) r.pipeline += uint64_t(r.slots) * NC;
-  if (!last) r.pipeline += NC;
+  if (!last) r.pipeline += (s.overlap ? 2 : 1) * NC;  // received output gradient(s)
   r.workspace = reserve.workspace;
   r.runtime = reserve.runtime;
   return r;

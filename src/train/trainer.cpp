@@ -17,9 +17,10 @@
 #ifdef LOOM_HAVE_NCCL
 #include "parallel/nccl_comm.h"
 #endif
-#include "train/flops.h"
+#include "core/process.h"
+#include "model/flops.h"
+#include "parallel/collective.h"
 #include "train/signals.h"
-#include "train/startup.h"
 
 namespace loom {
 
@@ -72,6 +73,14 @@ void Trainer::build() {
       attach_nccl(pc, be_->stream());
 #endif
   }
+#if defined(LOOM_CUDA_EMULATE)
+  // The CPU emulation build has no NCCL: device collectives would have no communicator.
+  LOOM_USER_CHECK(
+      be_->device() != Device::CUDA || pc.world.size() == 1,
+      "device: cuda in the CUDA emulation build (LOOM_CUDA=EMULATE) runs one rank only, "
+      "NCCL is not emulated; run ",
+      pc.world.size(), " ranks with device: cpu, or build with LOOM_CUDA=ON for GPUs");
+#endif
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);
@@ -302,7 +311,18 @@ double Trainer::evaluate(int iters) {
   return loss / (double(iters) * G * T);
 }
 
+void Trainer::lock_checkpoint_dir() {
+  if (ckpt_lock_tried_) return;
+  collectively(
+      [&] {
+        if (pc_.rank == 0) ckpt_lock_ = DirLock(cfg_.checkpoint_dir());
+      },
+      pc_.world.mpi());
+  ckpt_lock_tried_ = true;
+}
+
 void Trainer::resume() {
+  if (cfg_.checkpoint.save_interval > 0 || cfg_.checkpoint.resume == "auto") lock_checkpoint_dir();
   ResumePoint rp = find_resume(cfg_, pc_);
   if (rp.dir.empty()) {
     if (cfg_.checkpoint.resume == "auto")
@@ -326,6 +346,7 @@ void Trainer::load(const std::string& dir) {
 }
 
 void Trainer::save(int step) {
+  lock_checkpoint_dir();
   int64_t consumed = base_samples_ + int64_t(step - start_step_) * cfg_.train.global_batch_size;
   TrainerState st;
   st.skipped_steps = skipped_;

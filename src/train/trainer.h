@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "ckpt/dir_lock.h"
 #include "config/config.h"
 #include "core/timer.h"
 #include "data/loader.h"
@@ -77,6 +78,7 @@ class Trainer {
   void print_breakdown(int steps);
   void print_memory();
   std::array<double, 4> comm_busy() const;
+  void lock_checkpoint_dir();  // collective: rank 0 takes checkpoint.dir's lock, once
 
   Config cfg_;
   ParallelCtx& pc_;
@@ -99,6 +101,11 @@ class Trainer {
   double flops_per_token_ = 0;
   int start_step_ = 0;        // steps done before this process started (resume)
   int64_t base_samples_ = 0;  // samples consumed by then
+  // Held by world rank 0 from the first read (resume: auto) or write of checkpoint.dir to the
+  // end of the run: rank 0 creates, commits and prunes every checkpoint of this job, so its
+  // lock keeps a second job out of the directory (docs/checkpoints.md).
+  DirLock ckpt_lock_;
+  bool ckpt_lock_tried_ = false;
 
   // ---- Operator console: defined in train/banner.cpp (formatting: console.h, MFU: mfu.h) ----
   void print_banner();                // collective: resolved config, grid table, peak FLOP/s

@@ -2,14 +2,14 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "core/blas_setup.h"
-#include "core/exec_ctx.h"
+#include "backend/blas_setup.h"
+#include "backend/cpu_threads.h"
 #include "core/timer.h"
 #include "kernels/matmul.h"
 
@@ -48,11 +48,19 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (a == "--threads") threads = next();
-    else if (a == "--size") size = next();
-    else if (a == "--reps") reps = next();
-    else if (a == "-h" || a == "--help") { std::fputs(kUsage, stdout); return 0; }
-    else { std::fprintf(stderr, "bench_gemm_peak: unknown option '%s'\n%s", a.c_str(), kUsage); return 2; }
+    if (a == "--threads")
+      threads = next();
+    else if (a == "--size")
+      size = next();
+    else if (a == "--reps")
+      reps = next();
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "bench_gemm_peak: unknown option '%s'\n%s", a.c_str(), kUsage);
+      return 2;
+    }
   }
   if (threads < 1 || (size != 0 && size < 64) || reps < 1) {
     std::fprintf(stderr, "bench_gemm_peak: need --threads >= 1, --size >= 64, --reps >= 1\n");

@@ -9,23 +9,26 @@
 #include <string>
 #include <vector>
 
-#include "core/blas_setup.h"
-#include "core/exec_ctx.h"
+#include "backend/blas_setup.h"
+#include "backend/cpu_threads.h"
+#include "cli/load_config.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "kernels/matmul.h"
+#include "model/flops.h"
+#include "parallel/collective.h"
 #include "parallel/parallel_ctx.h"
-#include "train/flops.h"
-#include "train/startup.h"
 #include "train/trainer.h"
 
 namespace {
 
 const char* kUsage =
     "usage: bench_step CONFIG.yaml [--set key.path=value]... [--warmup W]\n"
-    "  Runs train.steps steps of loom's trainer (under mpirun: every rank); the first W (default 2)\n"
+    "  Runs train.steps steps of loom's trainer (under mpirun: every rank); the first W (default "
+    "2)\n"
     "  are not timed. Prints one line: median step ms, tokens/s, model GFLOP/s (flops.h formula),\n"
-    "  and, per rank (mean over ranks), the GEMM time share and the GEMM GFLOP/s inside the step.\n";
+    "  and, per rank (mean over ranks), the GEMM time share and the GEMM GFLOP/s inside the "
+    "step.\n";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -39,18 +42,30 @@ int run(int argc, char** argv) {
   int warmup = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) sets.push_back(argv[++i]);
-    else if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
-    else if (a == "-h" || a == "--help") { std::fputs(kUsage, stdout); return 0; }
-    else if (config.empty() && a[0] != '-') config = a;
-    else { std::fprintf(stderr, "bench_step: unexpected argument '%s'\n%s", a.c_str(), kUsage); return 2; }
+    if (a == "--set" && i + 1 < argc)
+      sets.push_back(argv[++i]);
+    else if (a == "--warmup" && i + 1 < argc)
+      warmup = std::atoi(argv[++i]);
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (config.empty() && a[0] != '-')
+      config = a;
+    else {
+      std::fprintf(stderr, "bench_step: unexpected argument '%s'\n%s", a.c_str(), kUsage);
+      return 2;
+    }
   }
-  if (config.empty()) { std::fputs(kUsage, stderr); return 2; }
+  if (config.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   Config cfg = load_and_validate(config, sets, world);
   if (cfg.train.steps <= warmup) {
-    std::fprintf(stderr, "bench_step: train.steps (%d) must exceed --warmup (%d)\n", cfg.train.steps, warmup);
+    std::fprintf(stderr, "bench_step: train.steps (%d) must exceed --warmup (%d)\n",
+                 cfg.train.steps, warmup);
     return 2;
   }
   Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
@@ -90,7 +105,8 @@ int run(int argc, char** argv) {
     const double tps = tokens / (med_max / 1000.0);
     const double gflops = flops_per_token(cfg.model) * tps / 1e9;
     std::printf(
-        "bench_step world=%d threads_per_rank=%d omp_max=%d openblas=%d steps=%zu median_step_ms=%.1f tokens_per_s=%.1f "
+        "bench_step world=%d threads_per_rank=%d omp_max=%d openblas=%d steps=%zu "
+        "median_step_ms=%.1f tokens_per_s=%.1f "
         "model_gflops=%.1f gemm_share=%.3f gemm_gflops_per_rank=%.1f flops_per_token=%.0f "
         "loss=%.4f\n",
         world, threads, thr[0], thr[1], step_ms.size(), med_max, tps, gflops, v[0] / v[2],

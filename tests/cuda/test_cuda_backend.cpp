@@ -199,20 +199,21 @@ TEST_P(CudaBackendTest, Matmul) {
 
 TEST_P(CudaBackendTest, Attention) {
   const int B = 2, T = 33, C = 64, NH = 4;  // head size 16, T not a multiple of the tiles
-  EXPECT_FALSE(be().attention_saves_probabilities());
-  EXPECT_EQ(be().attention_saved_floats(B, NH, T), size_t(B) * NH * T);
+  EXPECT_FALSE(be().traits().attention_saves_probabilities());
+  EXPECT_EQ(be().traits().attention_saved_floats(B, NH, T), size_t(B) * NH * T);
   const auto qkv = act_vals(randu(size_t(B) * T * 3 * C, 22));
-  std::vector<float> out(size_t(B) * T * C), att(ref().attention_saved_floats(B, NH, T));
+  std::vector<float> out(size_t(B) * T * C), att(ref().traits().attention_saved_floats(B, NH, T));
   ref().attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
   Buffer dqkv = act(qkv), dout = act_nan(out.size());
-  Buffer saved(be().attention_saved_floats(B, NH, T) * sizeof(float), Device::CUDA);
-  Buffer scratch(be().attention_scratch_floats(B, NH, T) * sizeof(float), Device::CUDA);
+  Buffer saved(be().traits().attention_saved_floats(B, NH, T) * sizeof(float), Device::CUDA);
+  Buffer scratch(be().traits().attention_scratch_floats(B, NH, T) * sizeof(float), Device::CUDA);
   be().attention_forward(dout.data(), F(saved), dqkv.data(), B, T, C, NH);
   const auto got_out = get_act(dout, out.size());
   EXPECT_REL_LE(got_out, out, tol(kTolF32Attn), "attention_forward");
 
   const auto g = act_vals(randu(out.size(), 23));
-  std::vector<float> gqkv(qkv.size()), cpu_scratch(ref().attention_scratch_floats(B, NH, T));
+  std::vector<float> gqkv(qkv.size()),
+      cpu_scratch(ref().traits().attention_scratch_floats(B, NH, T));
   // The cpu reference differentiates its own forward; the cuda backward gets the cuda output.
   ref().attention_backward(gqkv.data(), cpu_scratch.data(), g.data(), qkv.data(), out.data(),
                            att.data(), B, T, C, NH);
@@ -263,11 +264,11 @@ TEST_P(CudaBackendTest, ClassifierAndCrossEntropy) {
                W = act_vals(randu(size_t(Vl) * C, 32, -0.3f, 0.3f));
     const auto targets = rand_ids(N, V, 33);
     std::vector<float> logits(size_t(N) * Vl), maxv(N), sums(2 * N), losses(N);
-    std::vector<float> work(ref().classifier_work_floats(N, Vl));
+    std::vector<float> work(ref().traits().classifier_work_floats(N, Vl));
     ref().classifier_forward(logits.data(), maxv.data(), sums.data(), work.data(), x.data(),
                              W.data(), targets.data(), N, C, Vl, vstart, V);
     ref().ce_loss(losses.data(), maxv.data(), sums.data(), N);
-    EXPECT_EQ(be().classifier_work_floats(N, Vl), 0u);
+    EXPECT_EQ(be().traits().classifier_work_floats(N, Vl), 0u);
     Buffer dx = act(x), dW = act(W), dt = dev(targets), dlogits = act_nan(logits.size());
     Buffer dmax = f32_nan(N), dsums = f32_nan(2 * N), dloss = f32_nan(N);
     be().classifier_forward(dlogits.data(), F(dmax), F(dsums), nullptr, dx.data(), dW.data(), I(dt),
@@ -345,10 +346,11 @@ TEST_P(CudaBackendTest, AdamWAndGradNorm) {
   EXPECT_EQ(be().sum_squares_take(), 0.0) << "take resets the accumulator";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
-                         [](const ::testing::TestParamInfo<DType>& i) {
-                           return std::string(i.param == DType::F32 ? "fp32" : i.param == DType::BF16 ? "bf16" : "fp16");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+    [](const ::testing::TestParamInfo<DType>& i) {
+      return std::string(i.param == DType::F32 ? "fp32" : i.param == DType::BF16 ? "bf16" : "fp16");
+    });
 
 }  // namespace
 }  // namespace loom::cudatest

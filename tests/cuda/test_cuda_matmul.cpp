@@ -76,7 +76,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardFp32) {
     cpu::matmul_forward(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);
     cuda::matmul_forward(h, dY.get(), dX.get(), dW.get(), with_bias ? dB.get() : nullptr, N, IC, OC,
                          nullptr, nullptr);
-    EXPECT_REL_LE(dY.download(), y, kTolF32, std::string("forward bias=") + (with_bias ? "1" : "0"));
+    EXPECT_REL_LE(dY.download(), y, kTolF32,
+                  std::string("forward bias=") + (with_bias ? "1" : "0"));
     // Fused GELU: pre_gelu holds the linear output, out its GELU.
     std::vector<float> act(y.size());
     cpu::gelu_forward(act.data(), y.data(), y.size());
@@ -110,14 +111,15 @@ TEST_F(CudaMatmul, LinearForwardBackwardBf16) {
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
   DevBuf<bf16> hX(to_bf16(x)), hW(to_bf16(w)), hB(to_bf16(b)), hG(to_bf16(g)), hY(y.size()),
       hPre(y.size()), hDx(dx.size());
-  DevBuf<float> dDw(dw), dDb(db);
+  // The device accumulators start from zero, as dw and db did before the cpu backward above.
+  DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, nullptr, nullptr);
   EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 forward");
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
   EXPECT_REL_LE(to_f32(hPre.download()), y, kTolBF16, "bf16 gelu epilogue pre-activation");
   EXPECT_REL_LE(to_f32(hY.download()), act, kTolBF16, "bf16 gelu epilogue output");
-  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC,
-                        OC, nullptr);
+  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC, OC,
+                        nullptr);
   EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp");
   EXPECT_REL_LE(dDw.download(), dw, kTolF32, "bf16 inputs, fp32 dw");
   EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 inputs, fp32 dbias");
@@ -136,7 +138,8 @@ TEST_F(CudaMatmul, LinearForwardBackwardF16) {
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
   DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(y.size()),
       hPre(y.size()), hDx(dx.size());
-  DevBuf<float> dDw(dw), dDb(db);
+  // The device accumulators start from zero, as dw and db did before the cpu backward above.
+  DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   for (bool with_bias : {true, false}) {
     std::vector<float> yb((size_t)N * OC);
     cpu::matmul_forward(yb.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);

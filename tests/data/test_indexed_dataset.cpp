@@ -197,7 +197,8 @@ TEST(IndexedDataset, RejectsEachCorruptionWithTheFileName) {
   auto bin = hand_bin();
   bin.pop_back();
   msg = expect_user_error(make("truncbin", idx, bin));
-  EXPECT_NE(msg.find("truncbin.bin: truncated"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncbin.bin is "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
   bin = hand_bin();
   bin.push_back(0);
   bin.push_back(0);
@@ -215,6 +216,23 @@ TEST(IndexedDataset, RejectsEachCorruptionWithTheFileName) {
   write_file(dir + "/nobin.idx", idx);
   msg = expect_user_error(dir + "/nobin");
   EXPECT_NE(msg.find("nobin.bin: cannot open"), std::string::npos) << msg;
+}
+
+// A .bin shorter than its .idx describes is refused when the dataset is opened, with both file
+// names and both sizes, whether one byte or everything is missing.
+TEST(IndexedDataset, ShortBinIsRefusedAtOpenNamingBothFilesAndSizes) {
+  const std::string dir = scratch_dir("shortbin");
+  const std::vector<uint8_t> full = hand_bin();
+  write_file(dir + "/s.idx", hand_idx());
+  for (size_t keep : {full.size() - 1, full.size() / 2, size_t(0)}) {
+    write_file(dir + "/s.bin", std::vector<uint8_t>(full.begin(), full.begin() + long(keep)));
+    const std::string msg = expect_user_error(dir + "/s");
+    const std::string want = dir + "/s.bin is " + std::to_string(keep) + " bytes but " + dir +
+                             "/s.idx describes " + std::to_string(full.size()) + " bytes";
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the .bin is truncated"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
 }
 
 TEST(IndexedDataset, FloatDtypeOpensButIsNotTokens) {

@@ -9,8 +9,8 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "gpt2_bpe.h"
-#include "tokenizer.h"
+#include "data_tools/gpt2_bpe.h"
+#include "data_tools/tokenizer.h"
 
 using namespace loom;
 using namespace loom::tok;
@@ -20,11 +20,12 @@ namespace {
 const std::string kGpt2Dir = std::string(LOOM_SOURCE_DIR) + "/data/tokenizer/gpt2";
 
 bool have_gpt2() {
-  return std::ifstream(kGpt2Dir + "/encoder.json").good() && std::ifstream(kGpt2Dir + "/vocab.bpe").good();
+  return std::ifstream(kGpt2Dir + "/encoder.json").good() &&
+         std::ifstream(kGpt2Dir + "/vocab.bpe").good();
 }
 
-#define REQUIRE_GPT2()                                                                          \
-  if (!have_gpt2())                                                                              \
+#define REQUIRE_GPT2()                                                                        \
+  if (!have_gpt2())                                                                           \
   GTEST_SKIP() << "GPT-2 files not in " << kGpt2Dir << ": run scripts/get_gpt2_tokenizer.sh " \
                << "(scripts/test.sh does) to run this test"
 
@@ -37,7 +38,8 @@ std::string slurp(const std::string& path) {
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -47,12 +49,14 @@ struct Case {
 };
 
 std::vector<Case> fixture() {
-  auto j = nlohmann::json::parse(slurp(std::string(LOOM_SOURCE_DIR) + "/tests/reference/tokenizer/gpt2_fixture.json"));
+  auto j = nlohmann::json::parse(
+      slurp(std::string(LOOM_SOURCE_DIR) + "/tests/reference/tokenizer/gpt2_fixture.json"));
   std::vector<Case> cases;
   for (const auto& c : j.at("cases")) {
     Case k;
     k.name = c.at("name").get<std::string>();
-    k.text = c.contains("hex") ? from_hex(c.at("hex").get<std::string>()) : c.at("text").get<std::string>();
+    k.text = c.contains("hex") ? from_hex(c.at("hex").get<std::string>())
+                               : c.at("text").get<std::string>();
     k.ids = c.at("ids").get<std::vector<int32_t>>();
     cases.push_back(k);
   }
@@ -69,7 +73,9 @@ std::string expect_user_error(const std::function<void()>& f) {
   return "";
 }
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 }  // namespace
 
@@ -111,14 +117,17 @@ TEST(Gpt2Tokenizer, MergeStrategiesAgreeOnRandomText) {
   Gpt2Model model(kGpt2Dir + "/encoder.json", kGpt2Dir + "/vocab.bpe");
   Gpt2Encoder enc(model);
   SplitMix64 rng(5);
-  const std::string alphabets[] = {"abcdefghijklmnopqrstuvwxyz", "aeiou tnrs", "ab", "0123456789", "=-_ "};
+  const std::string alphabets[] = {"abcdefghijklmnopqrstuvwxyz", "aeiou tnrs", "ab", "0123456789",
+                                   "=-_ "};
   for (int trial = 0; trial < 300; ++trial) {
     const std::string& al = alphabets[trial % 5];
     std::string s;
     const size_t len = 2 + rng.below(400);
     for (size_t i = 0; i < len; ++i) {
-      if (trial % 7 == 6) s += char(rng.below(256));  // arbitrary bytes, invalid UTF-8 included
-      else s += al[rng.below(al.size())];
+      if (trial % 7 == 6)
+        s += char(rng.below(256));  // arbitrary bytes, invalid UTF-8 included
+      else
+        s += al[rng.below(al.size())];
     }
     std::vector<int32_t> a, b;
     enc.bpe_passes(reinterpret_cast<const uint8_t*>(s.data()), s.size(), a);
@@ -145,7 +154,8 @@ TEST(Tokenizer, BadFilesAndChoicesAreUserErrors) {
   const std::string dir = std::string(LOOM_BINARY_DIR) + "/tests";
   std::string m = expect_user_error([] { make_tokenizer("sentencepiece", "", ""); });
   EXPECT_NE(m.find("gpt2 or bytes"), std::string::npos) << m;
-  m = expect_user_error([&] { make_tokenizer("gpt2", dir + "/missing.json", dir + "/missing.bpe"); });
+  m = expect_user_error(
+      [&] { make_tokenizer("gpt2", dir + "/missing.json", dir + "/missing.bpe"); });
   EXPECT_NE(m.find("missing.json: cannot read"), std::string::npos) << m;
   write(dir + "/broken.json", "{\"a\": 0, ");
   write(dir + "/ok.bpe", "#version: 0.2\n");
@@ -158,9 +168,11 @@ TEST(Tokenizer, BadFilesAndChoicesAreUserErrors) {
   EXPECT_NE(m.find("give both --vocab"), std::string::npos) << m;
   if (!have_gpt2()) return;
   write(dir + "/bad_merges.bpe", "#version: 0.2\n\xC4\xA0 t\nthis line has three\n");
-  m = expect_user_error([&] { make_tokenizer("gpt2", kGpt2Dir + "/encoder.json", dir + "/bad_merges.bpe"); });
+  m = expect_user_error(
+      [&] { make_tokenizer("gpt2", kGpt2Dir + "/encoder.json", dir + "/bad_merges.bpe"); });
   EXPECT_NE(m.find("bad_merges.bpe:3"), std::string::npos) << m;
   write(dir + "/unknown_merges.bpe", "#version: 0.2\nqqqqqq zzzzzz\n");
-  m = expect_user_error([&] { make_tokenizer("gpt2", kGpt2Dir + "/encoder.json", dir + "/unknown_merges.bpe"); });
+  m = expect_user_error(
+      [&] { make_tokenizer("gpt2", kGpt2Dir + "/encoder.json", dir + "/unknown_merges.bpe"); });
   EXPECT_NE(m.find("unknown_merges.bpe:2"), std::string::npos) << m;
 }

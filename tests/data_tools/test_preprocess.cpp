@@ -9,8 +9,8 @@
 
 #include "core/check.h"
 #include "data/indexed_dataset.h"
-#include "preprocess.h"
-#include "tokenizer.h"
+#include "data_tools/preprocess.h"
+#include "data_tools/tokenizer.h"
 
 using namespace loom;
 using namespace loom::tok;
@@ -31,7 +31,9 @@ std::string slurp(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
-void write(const std::string& path, const std::string& data) { std::ofstream(path, std::ios::binary) << data; }
+void write(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
 void write_gz(const std::string& path, const std::string& data) {
   gzFile g = gzopen(path.c_str(), "wb");
   gzwrite(g, data.data(), unsigned(data.size()));
@@ -45,7 +47,8 @@ struct Result {
 Result run(const std::string& dir, const std::string& args) {
   const std::string cmd = "cd '" + dir + "' && " + args + " >stdout.txt 2>stderr.txt";
   int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir + "/stdout.txt"), slurp(dir + "/stderr.txt")};
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir + "/stdout.txt"),
+           slurp(dir + "/stderr.txt")};
   std::remove((dir + "/stdout.txt").c_str());
   std::remove((dir + "/stderr.txt").c_str());
   return r;
@@ -60,7 +63,8 @@ std::string listing(const std::string& dir) {
 }
 
 // Every document of PREFIX decoded by `tk`.
-std::vector<std::string> decode_all(const std::string& prefix, const Tokenizer& tk, bool strip_eod) {
+std::vector<std::string> decode_all(const std::string& prefix, const Tokenizer& tk,
+                                    bool strip_eod) {
   IndexedDataset ds(prefix);
   std::vector<std::string> docs;
   for (int64_t d = 0; d < ds.num_documents(); ++d) {
@@ -89,12 +93,15 @@ Corpus make_corpus(const std::string& dir) {
   write_gz(dir + "/b.txt.gz", t2);
   c.inputs = {"a.txt", "b.txt.gz"};
   c.expected = {t1, t2};
-  const std::string j = "{\"text\": \"json \\\"one\\\"\\nline\", \"id\": 1}\n\n{\"id\": 2, \"text\": \"\\u00e9t\\u00e9 \\ud83d\\ude00\"}\r\n";
+  const std::string j =
+      "{\"text\": \"json \\\"one\\\"\\nline\", \"id\": 1}\n\n{\"id\": 2, \"text\": "
+      "\"\\u00e9t\\u00e9 \\ud83d\\ude00\"}\r\n";
   write(dir + "/c.jsonl", j);
   write_gz(dir + "/d.jsonl.gz", "{\"text\": \"gz json\"}");  // no final newline
   c.inputs.push_back("c.jsonl");
   c.inputs.push_back("d.jsonl.gz");
-  for (const char* s : {"json \"one\"\nline", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80", "gz json"}) c.expected.push_back(s);
+  for (const char* s : {"json \"one\"\nline", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80", "gz json"})
+    c.expected.push_back(s);
   return c;
 }
 
@@ -110,11 +117,15 @@ TEST(Preprocess, RoundTripEveryInputFormBytesAndGpt2) {
   const std::string dir = scratch("roundtrip");
   Corpus c = make_corpus(dir);
   std::vector<std::string> tokenizers = {"bytes"};
-  if (std::ifstream(kGpt2 + "/encoder.json").good()) tokenizers.push_back("gpt2");
-  else std::cerr << "note: GPT-2 files missing, gpt2 round trip skipped (run scripts/get_gpt2_tokenizer.sh)\n";
+  if (std::ifstream(kGpt2 + "/encoder.json").good())
+    tokenizers.push_back("gpt2");
+  else
+    std::cerr << "note: GPT-2 files missing, gpt2 round trip skipped (run "
+                 "scripts/get_gpt2_tokenizer.sh)\n";
   for (const std::string& t : tokenizers) {
-    Result r = run(dir, kBin + "loom-preprocess --tokenizer " + t + " --append-eod --workers 2 --output-prefix out/" + t +
-                            " --input" + join(c.inputs));
+    Result r = run(dir, kBin + "loom-preprocess --tokenizer " + t +
+                            " --append-eod --workers 2 --output-prefix out/" + t + " --input" +
+                            join(c.inputs));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("5 documents"), std::string::npos) << r.out;
     auto tk = make_tokenizer(t, "", "");
@@ -132,13 +143,18 @@ TEST(Preprocess, ParagraphsAndDirectoriesAndGlobs) {
   write(dir + "/corpus/sub/z.txt", "\n\npara one\nstill one\n  \t\npara two\r\n\n\n\npara three");
   write(dir + "/corpus/a.txt", "alpha\n\nbeta\n");
   write(dir + "/corpus/skip.md", "not a corpus file");
-  Result r = run(dir, kBin + "loom-preprocess --tokenizer bytes --split-docs paragraph --output-prefix p --input corpus");
+  Result r = run(dir, kBin +
+                          "loom-preprocess --tokenizer bytes --split-docs paragraph "
+                          "--output-prefix p --input corpus");
   ASSERT_EQ(r.code, 0) << r.err;
   auto tk = make_tokenizer("bytes", "", "");
   // Sorted paths: corpus/a.txt before corpus/sub/z.txt; blank (whitespace-only) lines separate.
-  std::vector<std::string> want = {"alpha", "beta", "para one\nstill one", "para two\r", "para three"};
+  std::vector<std::string> want = {"alpha", "beta", "para one\nstill one", "para two\r",
+                                   "para three"};
   EXPECT_EQ(decode_all(dir + "/p", *tk, false), want);
-  r = run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix g --input 'corpus/*.[tm]*' corpus/sub/z.txt");
+  r = run(dir, kBin +
+                   "loom-preprocess --tokenizer bytes --output-prefix g --input 'corpus/*.[tm]*' "
+                   "corpus/sub/z.txt");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(IndexedDataset(dir + "/g").num_documents(), 2);  // a.txt and z.txt; skip.md passed over
 }
@@ -149,14 +165,16 @@ TEST(Preprocess, OutputIdenticalForAnyWorkerCount) {
   std::string jsonl;
   for (int i = 0; i < 12000; ++i) {
     jsonl += "{\"text\": \"Document " + std::to_string(i) + ": ";
-    for (int k = 0; k < 1 + i % 23; ++k) jsonl += "word" + std::to_string((i * 31 + k * 7) % 997) + " it's Ünïcödé 42, ";
+    for (int k = 0; k < 1 + i % 23; ++k)
+      jsonl += "word" + std::to_string((i * 31 + k * 7) % 997) + " it's Ünïcödé 42, ";
     jsonl += "\"}\n";
   }
   write(dir + "/in.jsonl", jsonl);
   const std::string tok = std::ifstream(kGpt2 + "/encoder.json").good() ? "gpt2" : "bytes";
   for (int w : {1, 4}) {
-    Result r = run(dir, kBin + "loom-preprocess --input in.jsonl --append-eod --tokenizer " + tok +
-                            " --output-prefix w" + std::to_string(w) + " --workers " + std::to_string(w));
+    Result r =
+        run(dir, kBin + "loom-preprocess --input in.jsonl --append-eod --tokenizer " + tok +
+                     " --output-prefix w" + std::to_string(w) + " --workers " + std::to_string(w));
     ASSERT_EQ(r.code, 0) << r.err;
   }
   EXPECT_EQ(slurp(dir + "/w1.bin"), slurp(dir + "/w4.bin"));
@@ -180,18 +198,24 @@ TEST(LoomData, MergeAndInspect) {
   const std::string dir = scratch("merge");
   write(dir + "/a.txt", "first");
   write(dir + "/b.txt", "second doc");
-  ASSERT_EQ(run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix a --input a.txt").code, 0);
-  ASSERT_EQ(run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix b --input b.txt a.txt").code, 0);
+  ASSERT_EQ(
+      run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix a --input a.txt").code, 0);
+  ASSERT_EQ(
+      run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix b --input b.txt a.txt")
+          .code,
+      0);
   Result r = run(dir, kBin + "loom-data merge m a b");
   ASSERT_EQ(r.code, 0) << r.err;
   auto tk = make_tokenizer("bytes", "", "");
-  EXPECT_EQ(decode_all(dir + "/m", *tk, false), (std::vector<std::string>{"first", "second doc", "first"}));
+  EXPECT_EQ(decode_all(dir + "/m", *tk, false),
+            (std::vector<std::string>{"first", "second doc", "first"}));
   r = run(dir, kBin + "loom-data inspect m --tokenizer bytes");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("documents  3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens     20"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check      OK"), std::string::npos) << r.out;
-  for (const char* tool : {"loom-preprocess --help", "loom-data --help", "loom-data inspect --help"}) {
+  for (const char* tool :
+       {"loom-preprocess --help", "loom-data --help", "loom-data inspect --help"}) {
     r = run(dir, kBin + tool);
     EXPECT_EQ(r.code, 0) << tool;
     EXPECT_NE(r.out.find("usage:"), std::string::npos) << tool;
@@ -200,7 +224,8 @@ TEST(LoomData, MergeAndInspect) {
 
 TEST(Preprocess, BadInputIsOneLineNonZeroAndLeavesNothing) {
   const std::string dir = scratch("bad");
-  write(dir + "/bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"ok too\"}\n{\"text\": broken}\n{\"text\": \"after\"}\n");
+  write(dir + "/bad.jsonl",
+        "{\"text\": \"ok\"}\n{\"text\": \"ok too\"}\n{\"text\": broken}\n{\"text\": \"after\"}\n");
   write(dir + "/nokey.jsonl", "{\"body\": \"x\"}\n");
   write(dir + "/number.jsonl", "{\"text\": 5}\n");
   write(dir + "/empty.txt", "");
@@ -228,7 +253,8 @@ TEST(Preprocess, BadInputIsOneLineNonZeroAndLeavesNothing) {
       {"--input '*.md'", "*.md: the pattern matches no .txt"},
       {"--input notes.md", "notes.md: unknown input type"},
       {"--input trunc.txt.gz", "trunc.txt.gz: cannot read"},
-      {"--input ok.txt --tokenizer gpt2 --vocab broken_vocab.json --merges ok.txt", "broken_vocab.json: the vocabulary does not parse"},
+      {"--input ok.txt --tokenizer gpt2 --vocab broken_vocab.json --merges ok.txt",
+       "broken_vocab.json: the vocabulary does not parse"},
       {"--input ok.txt --tokenizer wordpiece", "unknown tokenizer"},
       {"--input ok.txt --workers 0", "--workers 0"},
       {"--input ok.txt --frobnicate", "unknown argument"},
@@ -242,7 +268,10 @@ TEST(Preprocess, BadInputIsOneLineNonZeroAndLeavesNothing) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << b.args << ": " << r.err;
     EXPECT_EQ(listing(dir + "/out"), "") << b.args << " left files behind";
   }
-  Result r = run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix out/x --input bad.jsonl --skip-bad");
+  Result r = run(
+      dir,
+      kBin +
+          "loom-preprocess --tokenizer bytes --output-prefix out/x --input bad.jsonl --skip-bad");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("3 documents"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 bad line"), std::string::npos) << r.out;
@@ -251,7 +280,8 @@ TEST(Preprocess, BadInputIsOneLineNonZeroAndLeavesNothing) {
 TEST(LoomData, CorruptDatasetsAreNamed) {
   const std::string dir = scratch("corrupt");
   write(dir + "/a.txt", "some text for a dataset");
-  ASSERT_EQ(run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix a --input a.txt").code, 0);
+  ASSERT_EQ(
+      run(dir, kBin + "loom-preprocess --tokenizer bytes --output-prefix a --input a.txt").code, 0);
   const std::string idx = slurp(dir + "/a.idx"), bin = slurp(dir + "/a.bin");
   write(dir + "/t.idx", idx);
   write(dir + "/t.bin", bin.substr(0, bin.size() - 2));
@@ -261,8 +291,11 @@ TEST(LoomData, CorruptDatasetsAreNamed) {
   bad_dtype[17] = 12;
   write(dir + "/d.idx", bad_dtype);
   write(dir + "/d.bin", bin);
-  for (auto [prefix, needle] : {std::pair<std::string, std::string>{"t", "t.bin: truncated"}, {"i", "i.idx: truncated"},
-                                {"d", "d.idx: dtype code 12 is out of range"}, {"nothere", "nothere.idx: cannot open"}}) {
+  for (auto [prefix, needle] :
+       {std::pair<std::string, std::string>{"t", "t.bin is 44 bytes but t.idx describes 46 bytes"},
+        {"i", "i.idx: truncated"},
+        {"d", "d.idx: dtype code 12 is out of range"},
+        {"nothere", "nothere.idx: cannot open"}}) {
     Result r = run(dir, kBin + "loom-data inspect " + prefix);
     EXPECT_NE(r.code, 0) << prefix;
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "model/init.h"
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 
 namespace loom {
 namespace {

@@ -58,7 +58,10 @@ std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer
   std::vector<float> flat(layout.total(), 0.0f);
   const ShardRange r = opt.shard();
   const size_t hi = std::min(r.hi, layout.total());
-  for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(opt.m()[i - r.lo]) / (1.0 - beta1));
+  // The moments live in the optimizer's backend memory (device memory on cuda).
+  std::vector<float> m(hi > r.lo ? hi - r.lo : 0);
+  opt.backend().to_host(m.data(), opt.m(), m.size() * sizeof(float));
+  for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(m[i - r.lo]) / (1.0 - beta1));
   if (opt.stage() > 0) pc.dp.all_reduce(flat.data(), flat.size(), ReduceOp::Sum);
   return gather_canonical(layout, flat.data(), pc);
 }

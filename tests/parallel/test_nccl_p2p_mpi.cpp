@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/cuda_device.h"
+#include "layout/schedule.h"
 #include "parallel/nccl_comm.h"
-#include "pipeline/schedule.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace loom {

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "parallel/collective.h"
 #include "parallel/parallel_ctx.h"
 #include "tests/support/mpi_test_env.h"
-#include "train/startup.h"
 
 namespace loom {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "pipeline/schedule.h"
+#include "layout/schedule.h"
 
 namespace loom {
 namespace {
@@ -13,12 +13,12 @@ const PipeAction B(int mb) { return {PipeOp::Backward, mb}; }
 
 TEST(Schedule, OneFOneBActionListsOfFourStages) {
   // 4 stages, 6 micro-batches: stage s warms up with 3-s forwards.
-  EXPECT_EQ(make_1f1b(4, 0, 6), (Schedule{F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2),
-                                          B(3), B(4), B(5)}));
-  EXPECT_EQ(make_1f1b(4, 2, 6), (Schedule{F(0), F(1), B(0), F(2), B(1), F(3), B(2), F(4), B(3),
-                                          F(5), B(4), B(5)}));
-  EXPECT_EQ(make_1f1b(4, 3, 6), (Schedule{F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3), F(4),
-                                          B(4), F(5), B(5)}));
+  EXPECT_EQ(make_1f1b(4, 0, 6),
+            (Schedule{F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2), B(3), B(4), B(5)}));
+  EXPECT_EQ(make_1f1b(4, 2, 6),
+            (Schedule{F(0), F(1), B(0), F(2), B(1), F(3), B(2), F(4), B(3), F(5), B(4), B(5)}));
+  EXPECT_EQ(make_1f1b(4, 3, 6),
+            (Schedule{F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3), F(4), B(4), F(5), B(5)}));
   // Fewer micro-batches than stages: warm-up is capped by m.
   EXPECT_EQ(make_1f1b(4, 0, 2), (Schedule{F(0), F(1), B(0), B(1)}));
 }
@@ -50,7 +50,8 @@ TEST(Schedule, InFlightBound) {
   for (int P = 1; P <= 8; ++P)
     for (int m = 1; m <= 16; ++m)
       for (int s = 0; s < P; ++s) {
-        EXPECT_EQ(max_in_flight(make_1f1b(P, s, m)), std::min(P - s, m)) << P << " " << s << " " << m;
+        EXPECT_EQ(max_in_flight(make_1f1b(P, s, m)), std::min(P - s, m))
+            << P << " " << s << " " << m;
         EXPECT_EQ(max_in_flight(make_gpipe(P, s, m)), m);
       }
 }

@@ -3,14 +3,13 @@
 
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/plan_command.h"
 #include "core/check.h"
+#include "parallel/collective.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
-#include "train/startup.h"
 
 namespace loom {
 namespace {
@@ -81,7 +80,7 @@ TEST(PlanCli, JsonForScripts) {
 
 TEST(PlanCli, TooBigAModelSaysWhatIsShort) {
   cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml");
-  a.overrides = {"model.n_layer=96", "model.n_head=96", "model.d_model=12288",
+  a.overrides = {"model.n_layer=96",   "model.n_head=96",          "model.d_model=12288",
                  "model.seq_len=2048", "model.max_positions=2048", "train.global_batch_size=64"};
   int code = 0;
   std::string err;

@@ -2,16 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
+#include "layout/schedule.h"
 #include "model/gpt_stage.h"
-#include "model/param_layout.h"
-#include "pipeline/schedule.h"
+#include "layout/param_layout.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 #include "tests/plan/plan_test_util.h"
 #include "tests/support/mpi_test_env.h"
-
-#include <nlohmann/json.hpp>
 
 namespace loom {
 namespace {
@@ -196,7 +195,7 @@ TEST(PlanModel, PlacementPutsTpInANodeAndDpAcrossNodes) {
   EXPECT_DOUBLE_EQ(p.tp.bytes_per_s, 450e9);
   EXPECT_TRUE(p.dp.spans_nodes);
   EXPECT_DOUBLE_EQ(p.dp.bytes_per_s, 50e9);  // one NIC per member on each node
-  c.tp = 2, c.dp = 8;                          // 4 DP members per node share 4 NICs
+  c.tp = 2, c.dp = 8;                        // 4 DP members per node share 4 NICs
   p = place(cl, c, "tp-dp-pp");
   EXPECT_TRUE(p.dp.spans_nodes);
   EXPECT_DOUBLE_EQ(p.dp.bytes_per_s, 200e9);

@@ -1,18 +1,18 @@
 // Peak RSS of real training steps (2 ranks, cpu) within 10% of the plan's memory total.
 #include <gtest/gtest.h>
-
 #include <malloc.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
+#include "core/process.h"
+#include "model/flops.h"
 #include "parallel/parallel_ctx.h"
 #include "plan/memory_model.h"
 #include "tests/parallel/equivalence_util.h"
 #include "tests/plan/plan_test_util.h"
 #include "tests/support/mpi_test_env.h"
-#include "train/flops.h"
 #include "train/trainer.h"
 
 namespace loom {
@@ -49,7 +49,6 @@ uint64_t baseline_rss() {
   }();
   return base;
 }
-
 
 // A model whose memory is large next to the baseline but cheap to step: a wide vocabulary
 // (big embedding, head logits) over 2 thin layers.
@@ -94,12 +93,13 @@ void check(const Config& cfg) {
   const double used = double(peak) - double(base);
   const double err = (used - double(model_total)) / double(model_total);
   const double mib = 1048576.0;
-  std::printf("rank %d %-32s empty process %.1f MiB (before this layout %.1f) | model %.1f MiB | "
-              "step peak %.1f MiB: %.1f above the empty process (%+.1f%%) | start-up peak %.1f "
-              "above\n",
-              test::world_rank(), test::layout_name(cfg).c_str(), base / mib, before / mib,
-              model_total / mib, peak / mib, used / mib, 100 * err,
-              (double(init_peak) - double(base)) / mib);
+  std::printf(
+      "rank %d %-32s empty process %.1f MiB (before this layout %.1f) | model %.1f MiB | "
+      "step peak %.1f MiB: %.1f above the empty process (%+.1f%%) | start-up peak %.1f "
+      "above\n",
+      test::world_rank(), test::layout_name(cfg).c_str(), base / mib, before / mib,
+      model_total / mib, peak / mib, used / mib, 100 * err,
+      (double(init_peak) - double(base)) / mib);
   // The model must be large against the page-level noise of RSS (a few MiB); the empty
   // process itself (100+ MiB of libraries in CUDA builds) cancels out in peak - base.
   EXPECT_GT(double(model_total), 64.0 * mib) << "the model must dominate the measurement noise";

@@ -9,7 +9,7 @@ Outputs (see tests/reference/README.md):
   gpt2_tiny_weights.h5  canonical float32 weights (HF GPT-2 state-dict names, no prefix)
   gpt2_tiny_fixture.h5  inputs/targets, step-0 logits/loss/grads, 3 AdamW steps
 
-The model follows /work/shared/DESIGN.md "Model": pre-LN blocks, learned positions, GELU in
+The model is loom's GPT-2: pre-LN blocks, learned positions, GELU in
 tanh form, LayerNorm eps 1e-5, causal attention scaled by 1/sqrt(head_dim), tied input/output
 embeddings, Conv1D weights stored [in, out], no dropout. Loss = mean cross-entropy over B*T.
 Weights are drawn as float32 (so the weights file is exactly what loom loads) and upcast to
@@ -241,7 +241,7 @@ def finite_difference_check(p64, idx, tgt, grads, cfg):
 
 
 def manual_adamw(params, grads_per_step, cfg):
-    """Independent AdamW + clipping (DESIGN.md "Config" wording) to cross-check torch.optim."""
+    """Independent AdamW + clipping (as loom's config documents it) to cross-check torch.optim."""
     lr, b1, b2, eps, wd = (OPT[k] for k in ("lr", "beta1", "beta2", "eps", "weight_decay"))
     p = {k: v.clone() for k, v in params.items()}
     m = {k: torch.zeros_like(v) for k, v in p.items()}

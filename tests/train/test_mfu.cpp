@@ -5,8 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "backend/peak_flops.h"
 #include "config/config.h"
-#include "train/flops.h"
+#include "model/flops.h"
 #include "train/mfu.h"
 
 namespace loom {
@@ -33,7 +34,7 @@ TEST(Mfu, Gpt2SmallFlopsPerTokenByHand) {
   const double layer = 2 * 2 * 768 + (768.0 * 2304 + 2304) + (768.0 * 768 + 768) +
                        (768.0 * 3072 + 3072) + (3072.0 * 768 + 768);
   const double n_no_pos = wte + 12 * layer + 2 * 768;  // position embeddings excluded
-  const double attention = 12.0 * 12 * 768 * 1024;    // 12 * L * C * T
+  const double attention = 12.0 * 12 * 768 * 1024;     // 12 * L * C * T
   EXPECT_DOUBLE_EQ(n_no_pos, 123653376.0);
   EXPECT_DOUBLE_EQ(flops_per_token(gpt2_124m()), 6 * n_no_pos + attention);
   EXPECT_DOUBLE_EQ(flops_per_token(gpt2_124m()), 855166464.0);
@@ -43,10 +44,8 @@ TEST(Mfu, Gpt2SmallFlopsPerTokenByHand) {
 
 TEST(Mfu, FormulaMatchesHandValues) {
   // 100k tokens/s over 8 H100s at 989 TFLOP/s bf16: 855166464 * 1e5 / (989e12 * 8).
-  EXPECT_NEAR(model_flops_utilization(855166464.0, 1e5, 989e12, 8), 0.010808474014155713,
-              1e-15);
-  EXPECT_NEAR(model_flops_utilization(855166464.0, 1e5, 312e12, 8), 0.034261476923076926,
-              1e-15);
+  EXPECT_NEAR(model_flops_utilization(855166464.0, 1e5, 989e12, 8), 0.010808474014155713, 1e-15);
+  EXPECT_NEAR(model_flops_utilization(855166464.0, 1e5, 312e12, 8), 0.034261476923076926, 1e-15);
   // A perfect device: 1 GFLOP/token at 1000 tokens/s on one 1 TFLOP/s device is 100%.
   EXPECT_DOUBLE_EQ(model_flops_utilization(1e9, 1000, 1e12, 1), 1.0);
   EXPECT_LT(model_flops_utilization(1e9, 1000, 0, 8), 0);  // unknown peak
@@ -84,12 +83,12 @@ TEST(Mfu, PeakPerDeviceFromConfigOrTable) {
 }
 
 TEST(Mfu, CpuCoresPerRank) {
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 8), 0.25);  // 8 ranks x 1 thread on 2 cores
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 2), 1.0);   // fits
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(2, 2, 1), 2.0);   // one rank, both cores
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(8, 64, 8), 8.0);  // 8 x 8 threads on 64 cores
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(16, 64, 8), 8.0); // hyper-threads: 16 threads, 8 cores
-  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(4, 0, 1), 4.0);   // topology unknown: the threads
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 8), 0.25);   // 8 ranks x 1 thread on 2 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(1, 2, 2), 1.0);    // fits
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(2, 2, 1), 2.0);    // one rank, both cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(8, 64, 8), 8.0);   // 8 x 8 threads on 64 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(16, 64, 8), 8.0);  // hyper-threads: 16 threads, 8 cores
+  EXPECT_DOUBLE_EQ(cpu_cores_per_rank(4, 0, 1), 4.0);    // topology unknown: the threads
 }
 
 TEST(Mfu, PhysicalCoresOfThisMachine) {
@@ -98,7 +97,7 @@ TEST(Mfu, PhysicalCoresOfThisMachine) {
   for (int i = 0; i < n; ++i) cpus.push_back(i);
   const int cores = physical_cores(cpus);
   EXPECT_GE(cores, 1);
-  EXPECT_LE(cores, n);                   // hyper-threads share a core
+  EXPECT_LE(cores, n);  // hyper-threads share a core
   EXPECT_EQ(physical_cores({}), 0);
 }
 

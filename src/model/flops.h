@@ -1,4 +1,4 @@
-// Model FLOPs per token and memory readings, for MFU and the metrics.
+// Parameter count and training FLOPs per token of a model (MFU, the plan, the banner).
 #pragma once
 #include <cstdint>
 
@@ -11,7 +11,5 @@ int64_t count_params(const ModelConfig& m);
 // Training FLOPs per token: 6 * (parameters except position embeddings) + 12 * L * C * T
 // (attention scores and weighted values, forward and backward; the causal half not subtracted).
 double flops_per_token(const ModelConfig& m);
-// Peak resident set size of this process in bytes.
-uint64_t peak_rss_bytes();
 
 }  // namespace loom

@@ -1,5 +1,5 @@
 // Builds the parameter layout of one (stage, TP rank) and the shard rectangles of each tensor.
-#include "model/param_layout.h"
+#include "layout/param_layout.h"
 
 #include <algorithm>
 
@@ -65,11 +65,19 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
                       int layer) {
   ParamSpec p{name, rows, cols, ndim, rows, cols, shard, ndim >= 2, true, total_, layer};
   switch (shard) {
-    case Shard::Replicated: p.norm_owner = tp_rank_ == 0; break;
-    case Shard::Rows: p.lrows = rows / tp_; break;
+    case Shard::Replicated:
+      p.norm_owner = tp_rank_ == 0;
+      break;
+    case Shard::Rows:
+      p.lrows = rows / tp_;
+      break;
     case Shard::Cols:
-    case Shard::QKVCols: p.lcols = cols / tp_; break;
-    case Shard::VocabRows: p.lrows = vpad_ / tp_; break;
+    case Shard::QKVCols:
+      p.lcols = cols / tp_;
+      break;
+    case Shard::VocabRows:
+      p.lrows = vpad_ / tp_;
+      break;
   }
   LOOM_CHECK(p.lrows * tp_ == rows || shard != Shard::Rows, name, " rows ", rows, " % tp ", tp_);
   LOOM_CHECK(p.lcols * tp_ == cols || (shard != Shard::Cols && shard != Shard::QKVCols), name,
@@ -92,9 +100,12 @@ const ParamSpec& ParamLayout::get(const std::string& name) const {
 
 std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
   switch (p.shard) {
-    case Shard::Replicated: return {{0, 0, 0, 0, p.rows, p.cols}};
-    case Shard::Rows: return {{tp_rank_ * p.lrows, 0, 0, 0, p.lrows, p.cols}};
-    case Shard::Cols: return {{0, tp_rank_ * p.lcols, 0, 0, p.rows, p.lcols}};
+    case Shard::Replicated:
+      return {{0, 0, 0, 0, p.rows, p.cols}};
+    case Shard::Rows:
+      return {{tp_rank_ * p.lrows, 0, 0, 0, p.lrows, p.cols}};
+    case Shard::Cols:
+      return {{0, tp_rank_ * p.lcols, 0, 0, p.rows, p.lcols}};
     case Shard::QKVCols: {
       int64_t part = p.cols / 3, lpart = p.lcols / 3;  // C and C/tp
       std::vector<ShardBlock> out;

@@ -1,5 +1,5 @@
 // Thread configuration of the cpu backend.
-#include "core/exec_ctx.h"
+#include "backend/cpu_threads.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,5 +1,5 @@
 // Re-executes the process with OPENBLAS_CORETYPE when OpenBLAS picked its generic kernels.
-#include "core/blas_setup.h"
+#include "backend/blas_setup.h"
 
 #include <cblas.h>
 #include <unistd.h>
@@ -18,8 +18,10 @@ void ensure_fast_blas(char** argv) {
   const char* core = openblas_get_corename();
   if (core == nullptr || std::strcmp(core, "Prescott") != 0) return;
   const char* better = nullptr;
-  if (__builtin_cpu_supports("avx512f")) better = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2")) better = "Haswell";
+  if (__builtin_cpu_supports("avx512f"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2"))
+    better = "Haswell";
   if (better == nullptr) return;
   setenv("OPENBLAS_CORETYPE", better, 1);
   execv("/proc/self/exe", argv);  // returns only on failure: carry on with the slow kernels

@@ -20,15 +20,15 @@ enum class Shard {
 };
 
 struct ParamSpec {
-  std::string name;     // canonical (Hugging Face GPT-2) name, e.g. "h.3.attn.c_attn.weight"
-  int64_t rows, cols;   // canonical shape as 2-D (1-D tensors: rows = 1)
-  int ndim;             // canonical rank (1 or 2)
-  int64_t lrows, lcols; // this rank's shard
+  std::string name;      // canonical (Hugging Face GPT-2) name, e.g. "h.3.attn.c_attn.weight"
+  int64_t rows, cols;    // canonical shape as 2-D (1-D tensors: rows = 1)
+  int ndim;              // canonical rank (1 or 2)
+  int64_t lrows, lcols;  // this rank's shard
   Shard shard;
-  bool decay;           // weight decay applies (ndim >= 2)
-  bool norm_owner;      // counts toward the global gradient norm on this rank (replicas once)
-  size_t offset;        // element offset in the flat buffer
-  int layer;            // transformer layer, -1 for embeddings / final norm
+  bool decay;       // weight decay applies (ndim >= 2)
+  bool norm_owner;  // counts toward the global gradient norm on this rank (replicas once)
+  size_t offset;    // element offset in the flat buffer
+  int layer;        // transformer layer, -1 for embeddings / final norm
   size_t numel() const { return size_t(lrows) * size_t(lcols); }
 };
 

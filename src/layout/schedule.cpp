@@ -1,5 +1,5 @@
 // Schedule generators and the all-stages simulator.
-#include "pipeline/schedule.h"
+#include "layout/schedule.h"
 
 #include <algorithm>
 
@@ -22,8 +22,8 @@ Schedule make_1f1b(int stages, int stage, int m) {
 }
 
 Schedule make_gpipe(int stages, int stage, int m) {
-  LOOM_CHECK(stages >= 1 && stage >= 0 && stage < stages && m >= 1, "gpipe(", stages, ", ",
-             stage, ", ", m, ")");
+  LOOM_CHECK(stages >= 1 && stage >= 0 && stage < stages && m >= 1, "gpipe(", stages, ", ", stage,
+             ", ", m, ")");
   Schedule s;
   for (int i = 0; i < m; ++i) s.push_back({PipeOp::Forward, i});
   for (int i = 0; i < m; ++i) s.push_back({PipeOp::Backward, i});
@@ -50,7 +50,7 @@ std::string simulate_pipeline(const std::vector<Schedule>& stages) {
   size_t m = 0;
   for (const auto& s : stages)
     for (const auto& a : s) m = std::max(m, size_t(a.mb) + 1);
-  std::vector<size_t> next(P, 0);                        // next action of each stage
+  std::vector<size_t> next(P, 0);  // next action of each stage
   std::vector<std::vector<char>> fwd(P, std::vector<char>(m, 0)), bwd = fwd;  // done flags
   for (bool progress = true; progress;) {
     progress = false;
@@ -58,9 +58,8 @@ std::string simulate_pipeline(const std::vector<Schedule>& stages) {
       for (; next[s] < stages[s].size(); ++next[s], progress = true) {
         const PipeAction& a = stages[s][next[s]];
         const size_t mb = size_t(a.mb);
-        bool ready = a.op == PipeOp::Forward
-                         ? (s == 0 || fwd[s - 1][mb])
-                         : (fwd[s][mb] && (s + 1 == P || bwd[s + 1][mb]));
+        bool ready = a.op == PipeOp::Forward ? (s == 0 || fwd[s - 1][mb])
+                                             : (fwd[s][mb] && (s + 1 == P || bwd[s + 1][mb]));
         if (!ready) break;
         (a.op == PipeOp::Forward ? fwd : bwd)[s][mb] = 1;
       }

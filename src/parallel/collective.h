@@ -1,12 +1,8 @@
-// Start-up helpers shared by loom's commands: collective error agreement, config loading.
+// Collective error agreement: work that may fail on some ranks only ends every rank cleanly.
 #pragma once
 #include <mpi.h>
 
 #include <functional>
-#include <string>
-#include <vector>
-
-#include "config/config.h"
 
 namespace loom {
 
@@ -19,10 +15,5 @@ struct ReportedError {
 // "loom: error: <message>" and every rank throws ReportedError. Use for work that may fail on
 // some ranks only (files), so no rank hangs in a later collective.
 void collectively(const std::function<void()>& f, MPI_Comm comm = MPI_COMM_WORLD);
-
-// Reads and validates the config on every rank and resolves parallel.dp for `world` ranks.
-// Errors: one line per problem on rank 0, then ReportedError on every rank.
-Config load_and_validate(const std::string& path, const std::vector<std::string>& overrides,
-                         int world);
 
 }  // namespace loom

@@ -1,0 +1,114 @@
+// CUDA emulator: the intrinsics that synchronize threads: __syncthreads (and its _or, _and,
+// _count forms) waits for every thread of the block, warp shuffles and votes for all 32 lanes.
+#include <sstream>
+
+#include "block.h"
+
+namespace loom_emu::detail {
+
+using namespace loom_emu::rt;
+
+int barrier(int op, int pred) {
+  Block& b = *g_block;
+  Thread& t = *g_thread;
+  if (b.aborting) throw Abort{};
+  counters().barriers++;
+  if (b.exited > 0) {
+    kernel_fault(cudaErrorLaunchFailure,
+                 "reaches __syncthreads after " + std::to_string(b.exited) +
+                     " threads of its block have exited (every thread must reach it)");
+    throw Abort{};
+  }
+  const uint32_t gen = b.gen;
+  Reduction& r = b.red[gen & 1];
+  r.any |= pred != 0;
+  r.all &= pred != 0;
+  r.count += pred != 0;
+  if (++b.arrived == b.live) {  // the last thread: release the block
+    b.arrived = 0;
+    b.gen++;
+    b.red[(gen + 1) & 1] = Reduction{};
+    shared_new_epoch();
+    for (int i = 0; i < b.nthreads; i++) {
+      Thread& o = (*b.threads)[i];
+      if (o.state == State::AtBarrier) o.state = State::Runnable;
+    }
+  } else {
+    t.state = State::AtBarrier;
+    yield(t);
+    if (b.aborting) throw Abort{};
+  }
+  switch (op) {
+    case 1:
+      return r.any;
+    case 2:
+      return r.all;
+    case 3:
+      return r.count;
+    default:
+      return 0;
+  }
+}
+
+uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t bits, int arg, int width) {
+  Block& b = *g_block;
+  Thread& t = *g_thread;
+  if (b.aborting) throw Abort{};
+  counters().warp_exchanges++;
+  Warp& w = b.warps[t.warp];
+  if (mask != 0xffffffffu || width != 32 || w.lanes != 32) {
+    std::ostringstream os;
+    os << "a warp intrinsic with mask 0x" << std::hex << mask << std::dec << ", width " << width
+       << " in a warp of " << w.lanes
+       << " threads (the emulator implements full 32-lane warps only)";
+    kernel_fault(cudaErrorLaunchFailure, os.str());
+    throw Abort{};
+  }
+  if (w.exited > 0) {
+    kernel_fault(cudaErrorLaunchFailure, "a warp intrinsic names lanes that have exited");
+    throw Abort{};
+  }
+  const int buf = (int)(w.gen & 1);
+  if (w.arrived == 0) {
+    w.op[buf] = op;
+    w.mask[buf] = mask;
+  } else if (w.op[buf] != op || w.mask[buf] != mask) {
+    kernel_fault(cudaErrorLaunchFailure,
+                 "lanes of one warp are at different warp intrinsics (divergent shuffles)");
+    throw Abort{};
+  }
+  w.vals[buf][t.lane] = bits;
+  if (++w.arrived == w.lanes) {  // the last lane: the exchange is complete
+    w.arrived = 0;
+    w.gen++;
+    for (int l = 0; l < w.lanes; l++) {
+      Thread& o = (*b.threads)[t.warp * 32 + l];
+      if (o.state == State::AtWarp) o.state = State::Runnable;
+    }
+  } else {
+    t.state = State::AtWarp;
+    yield(t);
+    if (b.aborting) throw Abort{};
+  }
+  const uint64_t* v = w.vals[buf];
+  const int lane = t.lane;
+  switch (op) {
+    case kShflIdx:
+      return v[((arg % 32) + 32) % 32];
+    case kShflXor:
+      return v[(lane ^ arg) & 31];
+    case kShflDown:
+      return lane + arg < 32 ? v[lane + arg] : v[lane];
+    case kShflUp:
+      return lane - arg >= 0 ? v[lane - arg] : v[lane];
+    default:
+      break;
+  }
+  unsigned ballot = 0;
+  for (int l = 0; l < 32; l++) ballot |= (v[l] ? 1u : 0u) << l;
+  if (op == kBallot) return ballot;
+  if (op == kAny) return ballot != 0;
+  return ballot == 0xffffffffu;  // kAll
+}
+
+}  // namespace loom_emu::detail

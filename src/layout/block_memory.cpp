@@ -1,0 +1,69 @@
+// Carving of a block's activations and backward scratch (measuring with a null base).
+#include "layout/block_memory.h"
+
+namespace loom {
+
+namespace {
+// Lays out one BlockActs (the attention state in `shared_att` when given); returns its bytes.
+size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat& f, bool with_att,
+                  float* shared_att) {
+  const size_t n = size_t(d.N()), e = f.act;
+  Carver c(base, f.align);
+  a.ln1 = c.take(n * d.C * e);
+  a.ln1_mean = c.floats(n);
+  a.ln1_rstd = c.floats(n);
+  a.qkv = c.take(n * 3 * d.Cl() * e);
+  a.att = with_att ? c.floats(f.att_saved) : shared_att;
+  a.atty = c.take(n * d.Cl() * e);
+  a.res2 = c.take(n * d.C * e);
+  a.ln2 = c.take(n * d.C * e);
+  a.ln2_mean = c.floats(n);
+  a.ln2_rstd = c.floats(n);
+  a.fch = c.take(n * d.Hl() * e);
+  a.fchg = c.take(n * d.Hl() * e);
+  return c.used();
+}
+
+size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActFormat& f) {
+  const size_t n = size_t(d.N()), e = f.act;
+  Carver c(base, f.align);
+  s.proj = c.take(n * d.C * e);
+  s.dres2 = c.take(n * d.C * e);
+  s.dln = c.take(n * d.C * e);
+  s.dfchg = c.take(n * d.Hl() * e);
+  s.dfch = c.take(n * d.Hl() * e);
+  s.datty = c.take(n * d.Cl() * e);
+  s.dqkv = c.take(n * 3 * d.Cl() * e);
+  s.datt = c.floats(f.att_scratch);
+  return c.used();
+}
+}  // namespace
+
+ActFormat act_format(const DeviceTraits& dev, const BlockDims& d) {
+  return ActFormat{dev.act_size(), dev.attention_saved_floats(d.B, d.NH, d.T),
+                   dev.attention_scratch_floats(d.B, d.NH, d.T), dev.align()};
+}
+
+size_t BlockDims::acts_bytes(const ActFormat& f, bool with_att) const {
+  BlockActs a;
+  return carve_acts(a, nullptr, *this, f, with_att, nullptr);
+}
+
+size_t BlockScratch::bytes(const BlockDims& d, const ActFormat& f) {
+  BlockScratch s;
+  return carve_scratch(s, nullptr, d, f);
+}
+
+BlockActs block_acts_at(void* base, const BlockDims& d, const ActFormat& f, float* shared_att) {
+  BlockActs a;
+  carve_acts(a, base, d, f, shared_att == nullptr, shared_att);
+  return a;
+}
+
+BlockScratch block_scratch_at(void* base, const BlockDims& d, const ActFormat& f) {
+  BlockScratch s;
+  carve_scratch(s, base, d, f);
+  return s;
+}
+
+}  // namespace loom
