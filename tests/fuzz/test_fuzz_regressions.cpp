@@ -21,6 +21,12 @@ class FuzzRegression : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FuzzRegression, EveryFoundInputIsRefusedCleanly) {
   const std::string name = GetParam();
+#ifdef LOOM_SANITIZE
+  // libhdf5 (not instrumented) asks malloc for the size a corrupt header claims (3 TB): ASan
+  // aborts where malloc returns null and libhdf5 reports the failure. scripts/fuzz.sh replays
+  // these inputs under ASan with allocator_may_return_null=1.
+  if (name == "hdf5_raw") GTEST_SKIP() << "libhdf5's allocation of a corrupt header's size";
+#endif
   Entry fn = nullptr;
   for (const Target& t : targets())
     if (name == t.name) fn = t.fn;

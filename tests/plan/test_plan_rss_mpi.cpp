@@ -65,7 +65,7 @@ Config heavy_config(int dp, int pp, int tp, int micro, int zero) {
 }
 
 void check(const Config& cfg) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef LOOM_SANITIZE
   GTEST_SKIP() << "under AddressSanitizer the RSS also holds its shadow memory, redzones and "
                   "quarantine of freed blocks, which the plan does not model";
 #endif

@@ -56,7 +56,9 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
               best.c.tp, best.c.micro_batch, best.c.zero, recompute_name(best.c.recompute),
               best.time.total, best.time.tokens_per_s, 100 * best.time.mfu,
               double(best.memory.total()) / 1073741824.0);
+#ifndef LOOM_SANITIZE  // under scripts/sanitize.sh every allocation records its whole stack
   EXPECT_LT(s, 10.0);
+#endif
   EXPECT_LE(best.c.tp, 8);  // TP stays inside a node
   EXPECT_GT(best.time.mfu, 0.2);
   EXPECT_LT(best.time.mfu, cl.efficiency);
