@@ -4,7 +4,8 @@
 #      OpenBLAS kernel families met in practice: Haswell (AVX2) everywhere, SkylakeX (AVX-512)
 #      where the processor has it;
 #   2. the cuda tests in the CPU emulation build (scripts/test_cuda_emulated.sh);
-#   3. every CI fuzz target for a fixed number of runs (scripts/fuzz.sh --ci).
+#   3. the unit tests under AddressSanitizer + UBSan (scripts/sanitize.sh --unit);
+#   4. every CI fuzz target for a fixed number of runs (scripts/fuzz.sh --ci).
 # docs/testing.md describes each. LOOM_TEST_QUICK=1 runs step 1 only. Extra arguments go to
 # every ctest run of step 1.
 set -euo pipefail
@@ -43,5 +44,6 @@ stage() {
 }
 if [[ ${LOOM_TEST_QUICK:-0} != 1 ]]; then
   stage "cuda tests in the CPU emulation build" ./scripts/test_cuda_emulated.sh
+  stage "unit tests under AddressSanitizer + UBSan" ./scripts/sanitize.sh --unit
   stage "fuzz targets (fixed runs)" ./scripts/fuzz.sh --ci
 fi
