@@ -1,4 +1,4 @@
-// Aligned host allocations, cudaMalloc'd device allocations (CUDA builds), and the arena.
+// Aligned host allocations and cudaMalloc'd device allocations (CUDA builds).
 #include "core/buffer.h"
 
 #include <cstdlib>
@@ -79,26 +79,6 @@ void Buffer::zero() {
   }
 #endif
   std::memset(data_, 0, bytes_);
-}
-
-size_t Arena::reserve(size_t bytes) {
-  LOOM_CHECK(buf_.data() == nullptr, "arena already allocated");
-  size_t off = size_;
-  size_ += (bytes + 63) / 64 * 64;
-  return off;
-}
-
-void Arena::allocate() {
-  buf_ = Buffer(size_, device_);
-  buf_.zero();
-}
-
-Tensor Arena::tensor(size_t offset, DType t, std::initializer_list<int64_t> dims) const {
-  LOOM_CHECK(buf_.data() != nullptr || size_ == 0, "arena not allocated");
-  Tensor out(static_cast<char*>(buf_.data()) + offset, t, device_, dims);
-  LOOM_CHECK(offset + out.nbytes() <= size_, "tensor ", out.shape_str(), " at ", offset,
-             " overruns arena of ", size_, " bytes");
-  return out;
 }
 
 }  // namespace loom

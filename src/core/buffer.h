@@ -1,5 +1,5 @@
-// Buffer: one owning, 64-byte aligned allocation. Arena: carves tensors out of a Buffer,
-// so every activation and parameter is allocated once at start-up.
+// Buffer: one owning, 64-byte aligned allocation; every activation and parameter is allocated
+// once at start-up (a stage's arenas are planned in layout/stage_memory.h).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -29,22 +29,6 @@ class Buffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_ = Device::CPU;
-};
-
-// Two passes: reserve() every tensor's size (returns its offset), allocate(), then tensor(offset).
-class Arena {
- public:
-  explicit Arena(Device device = Device::CPU) : device_(device) {}
-  size_t reserve(size_t bytes);  // aligned to 64 bytes
-  void allocate();
-  size_t bytes() const { return size_; }
-  Tensor tensor(size_t offset, DType t, std::initializer_list<int64_t> dims) const;
-  Buffer& buffer() { return buf_; }
-
- private:
-  Device device_;
-  size_t size_ = 0;
-  Buffer buf_;
 };
 
 }  // namespace loom
