@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/plan_command.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "parallel/collective.h"
 

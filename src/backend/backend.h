@@ -119,8 +119,7 @@ class Backend {
   virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
 };
 
-// The process-wide cpu backend (fp32), the default of everything built without a backend.
-Backend& cpu_backend();
+// A cpu backend (fp32); its owner passes it to whatever runs on it.
 std::unique_ptr<Backend> make_cpu_backend();
 #ifdef LOOM_HAVE_CUDA
 // src/backend/cuda_backend.cpp: compute in `act` (F32, BF16 or F16) on GPU `gpu`.

@@ -125,11 +125,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-Backend& cpu_backend() {
-  static CpuBackend backend;
-  return backend;
-}
-
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
 }  // namespace loom

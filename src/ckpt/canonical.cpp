@@ -11,6 +11,7 @@
 #include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
 #include "ckpt/safetensors.h"
+#include "core/check.h"
 
 namespace loom {
 

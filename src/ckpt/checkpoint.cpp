@@ -13,6 +13,7 @@
 
 #include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/collective.h"

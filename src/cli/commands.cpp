@@ -8,6 +8,7 @@
 #include "backend/cpu_threads.h"
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
 #ifdef LOOM_HAVE_NCCL
@@ -144,9 +145,10 @@ int cmd_generate(const Args& a) {
 
   configure_cpu_threads(default_num_threads(1));
   auto pc = make_parallel_ctx(Grid(1, 1, 1));
-  ParamLayout layout(cfg.model, 1, 0, 1, 0);
-  GPTStage model(cfg.model, layout, 1, 1, *pc);
-  read_checkpoint_tensors(dir, layout, model.params(), nullptr, nullptr);
+  const RunLayout run = RunLayout::single_sequence(cfg.model);
+  const auto be = make_cpu_backend();
+  GPTStage model(run, run.memory(be->traits()), *pc, *be);
+  read_checkpoint_tensors(dir, run.params(), model.params(), nullptr, nullptr);
   const size_t prompt_len = ids.size();
   generate(model, cfg.model.vocab_size, ids, opt);
   std::string text = tok->decode(ids.data() + prompt_len, ids.size() - prompt_len);

@@ -1,5 +1,6 @@
 // Aligned host allocations and cudaMalloc'd device allocations (CUDA builds).
 #include "core/buffer.h"
+#include "core/check.h"
 
 #include <cstdlib>
 #include <cstring>

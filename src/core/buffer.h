@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/dtype.h"
 
 namespace loom {
 

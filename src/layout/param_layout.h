@@ -56,6 +56,9 @@ class ParamLayout {
   const ParamSpec* find(const std::string& name) const;
   size_t total() const { return total_; }  // elements in the flat buffer
   StageRange layers() const { return range_; }
+  const ModelConfig& model() const { return m_; }
+  int stage() const { return stage_; }
+  int stages() const { return pp_; }
   bool first_stage() const { return stage_ == 0; }
   bool last_stage() const { return stage_ == pp_ - 1; }
   int tp() const { return tp_; }

@@ -30,10 +30,20 @@ Schedule make_gpipe(int stages, int stage, int m) {
   return s;
 }
 
-Schedule make_schedule(const std::string& kind, int stages, int stage, int m) {
-  if (kind == "1f1b") return make_1f1b(stages, stage, m);
-  if (kind == "gpipe") return make_gpipe(stages, stage, m);
-  throw UserError(str("parallel.schedule: unknown schedule '", kind, "'; use 1f1b or gpipe"));
+ScheduleKind parse_schedule(const std::string& name) {
+  if (name == "1f1b") return ScheduleKind::OneFOneB;
+  if (name == "gpipe") return ScheduleKind::GPipe;
+  throw UserError(str("parallel.schedule: unknown schedule '", name, "'; use 1f1b or gpipe"));
+}
+
+const char* schedule_name(ScheduleKind k) { return k == ScheduleKind::GPipe ? "gpipe" : "1f1b"; }
+
+Schedule make_schedule(ScheduleKind kind, int stages, int stage, int m) {
+  return kind == ScheduleKind::GPipe ? make_gpipe(stages, stage, m) : make_1f1b(stages, stage, m);
+}
+
+int slots_in_flight(ScheduleKind kind, int stages, int stage, int m) {
+  return kind == ScheduleKind::GPipe ? m : std::min(stages - stage, m);
 }
 
 int max_in_flight(const Schedule& s) {

@@ -1,32 +1,33 @@
 // GPTStage: allocation of parameters/activations, and forward/backward of one micro-batch.
 #include "model/gpt_stage.h"
+#include "core/check.h"
 
 #include <algorithm>
 
 namespace loom {
 
-GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
-                   ParallelCtx& pc, size_t param_capacity, GradHooks hooks, ParamHooks param_hooks,
-                   Recompute recompute, Backend* be)
-    : m_(m),
-      layout_(layout),
+GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc, Backend& be,
+                   GradHooks hooks, ParamHooks param_hooks)
+    : run_(run),
+      m_(run_.model()),
+      layout_(run_.params()),
       pc_(pc),
-      be_(be ? *be : cpu_backend()),
+      be_(be),
       hooks_(std::move(hooks)),
-      phooks_(std::move(param_hooks)),
-      recompute_(recompute) {
-  const int tp = layout.tp();
+      phooks_(std::move(param_hooks)) {
   const Device dev = be_.device();
-  dims_ = BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+  const ParamLayout& layout = layout_;
+  dims_ = run_.dims();
   fmt_ = act_format(be_.traits(), dims_);
   const size_t N = size_t(dims_.N()), L = size_t(layout.layers().num_layers);
 
-  const size_t cap = std::max(param_capacity, layout.total());
+  const size_t cap = mem.param_elems;
   if (!phooks_.where) {  // default placement: one flat buffer, padded for ZeRO's shards
+    LOOM_CHECK(cap >= layout.total(), "parameter buffer of ", cap, " elements for a stage of ",
+               layout.total());
     params_buf_ = Buffer(cap * sizeof(float), dev);
     params_buf_.zero();
-    params_ = Tensor(params_buf_.data(), DType::F32, dev, {int64_t(cap)});
-    float* base = params_.f32();
+    float* base = params();
     phooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
   }
   if (be_.lowp()) {
@@ -36,10 +37,11 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     cw_buf_.zero();
   }
   if (!hooks_.where) {  // default placement: one flat buffer shaped like the parameters
-    grads_buf_ = Buffer(layout.total() * sizeof(float), dev);
+    LOOM_CHECK(mem.grad_elems == layout.total(), "gradient buffer of ", mem.grad_elems,
+               " elements for a stage of ", layout.total());
+    grads_buf_ = Buffer(mem.grad_elems * sizeof(float), dev);
     grads_buf_.zero();
-    grads_ = Tensor(grads_buf_.data(), DType::F32, dev, {int64_t(layout.total())});
-    float* base = grads_.f32();
+    float* base = grads();
     hooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
   }
   for (size_t l = 0; l < L; ++l) {
@@ -48,17 +50,14 @@ GPTStage::GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_ba
     g_.push_back(grads_at(layer));
   }
 
-  // Activation slots and scratch: the stage's arena plan (layout/stage_memory.h), allocated once
-  // and carved.
-  StageShapeSpec spec;
-  spec.dims = dims_;
-  spec.layers = int(L);
-  spec.slots = num_slots;
-  spec.recompute = recompute;
-  spec.first = layout.first_stage();
-  spec.last = layout.last_stage();
-  spec.vocab_local = layout.vocab_local();
-  const StageArenas plan = plan_stage_arenas(spec, be_.traits());
+  // Activation slots and scratch: the arenas of the memory model (layout/stage_memory.h),
+  // allocated once and carved.
+  const StageShapeSpec spec = run_.stage_spec();
+  const StageArenas& plan = mem.arenas;
+  LOOM_CHECK(plan.fmt.act == fmt_.act && plan.fmt.align == fmt_.align,
+             "the memory model was planned for another device (act ", plan.fmt.act, " bytes, align ",
+             plan.fmt.align, ") than the backend's (", fmt_.act, ", ", fmt_.align, ")");
+  const Recompute recompute = spec.recompute;
   acts_ = Buffer(plan.acts_bytes, dev);
   acts_.zero();
   scratch_ = Buffer(plan.scratch_bytes, dev);
@@ -165,7 +164,7 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
                          head_.lnf, W, targets, N, C, Vl, vstart, V);
   if (!targets) return;
   // Vocab-parallel cross-entropy: the row statistics are reduced over TP, logits never are.
-  if (pc_.tp.size() > 1) {
+  if (run_.tp() > 1) {
     be_.copy(head_.lmax, head_.maxv, size_t(N) * sizeof(float));
     pc_.tp.all_reduce(head_.maxv, size_t(N), ReduceOp::Max);
     be_.ce_rescale_sums(head_.sums, head_.lmax, head_.maxv, N);
@@ -193,14 +192,14 @@ void GPTStage::logits_to_host(float* out) const {
 // Rebuilds what layer l's backward needs and the chosen mode did not keep.
 void GPTStage::recompute(Slot& s, int l) {
   const BlockActs& a = s.layers[size_t(l)];
-  if (recompute_ == Recompute::Selective && be_.traits().attention_saves_probabilities())
+  if (run_.recompute() == Recompute::Selective && be_.traits().attention_saves_probabilities())
     // The probabilities from q, k (the output, written to scratch, is not needed).
     be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.Cl(), dims_.NH);
-  else if (recompute_ == Recompute::Full)  // the layer's whole forward, TP all-reduces included
+  else if (run_.recompute() == Recompute::Full)  // the layer's whole forward, TP all-reduces included
     block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(l)], a, bs_, dims_, pc_.tp);
 }
 
-void GPTStage::backward(int slot, const void* dout, void* dinput) {
+void GPTStage::backward(int slot, const void* dout, void* dinput, bool last) {
   Slot& s = slots_[size_t(slot)];
   const void* dcur = layout_.last_stage() ? s.dfinal : dout;
   LOOM_CHECK(dcur != nullptr, "backward of a middle stage needs the output gradient");
@@ -215,14 +214,14 @@ void GPTStage::backward(int slot, const void* dout, void* dinput) {
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
     release(first + l);
     dcur = dnext;
-    if (hooks_.layer_done) hooks_.layer_done(first + l);
+    if (hooks_.layer_done) hooks_.layer_done(first + l, last);
     poll();
   }
   if (layout_.first_stage()) {
     be_.embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B, dims_.T,
                            dims_.C, layout_.vocab_start(), layout_.vocab_local());
   }
-  if (hooks_.backward_done) hooks_.backward_done();
+  if (hooks_.backward_done) hooks_.backward_done(last);
 }
 
 }  // namespace loom

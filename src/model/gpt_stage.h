@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "core/buffer.h"
 #include "layout/param_layout.h"
+#include "layout/run_layout.h"
 #include "layout/stage_memory.h"
 #include "model/block.h"
 #include "parallel/parallel_ctx.h"
@@ -22,12 +23,14 @@ namespace loom {
 // optimizer (ZeRO-2) instead places each tensor's gradient itself and takes them over after
 // each layer's backward and after each micro-batch's backward, every micro-batch. Any hook may
 // be empty; with `where` empty the default buffer is used and the other hooks still run (ZeRO
-// 0/1 with parallel.overlap start their reductions from layer_done).
+// 0/1 with parallel.overlap start their reductions from layer_done of the last micro-batch).
+// `last`: the backward is the step's last micro-batch's (the executor says so), after which the
+// gradients of this rank are final.
 struct GradHooks {
   std::function<float*(const ParamSpec&)> where;  // storage of each tensor's gradient
   std::function<void(int layer)> layer_begin;     // right before a layer's backward writes them
-  std::function<void(int layer)> layer_done;      // global layer index; its grads are final
-  std::function<void()> backward_done;            // end of one micro-batch's backward
+  std::function<void(int layer, bool last)> layer_done;  // global layer index: its grads are in
+  std::function<void(bool last)> backward_done;          // end of one micro-batch's backward
 };
 
 // Where parameters live. By default one flat buffer (params()). ZeRO-3 keeps only a shard and
@@ -45,19 +48,18 @@ struct ParamHooks {
 
 class GPTStage {
  public:
-  // micro_batch: sequences per micro-batch; num_slots: micro-batches in flight at once;
-  // param_capacity >= layout.total(): the flat parameter buffer is padded to it (ZeRO shards).
-  // be: the device and kernels (nullptr: the cpu backend); every buffer lives on its device.
-  GPTStage(const ModelConfig& m, const ParamLayout& layout, int micro_batch, int num_slots,
-           ParallelCtx& pc, size_t param_capacity = 0, GradHooks hooks = {},
-           ParamHooks param_hooks = {}, Recompute recompute = Recompute::None,
-           Backend* be = nullptr);
+  // run: this rank's resolved layout (dims, slots, recompute, its ParamLayout); mem: the buffer
+  // sizes of the memory model (run.memory(be.traits())): the flat parameter buffer holds
+  // mem.param_elems (padded for ZeRO's shards) and the arenas are mem.arenas. Every buffer lives
+  // on be's device.
+  GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc, Backend& be,
+           GradHooks hooks = {}, ParamHooks param_hooks = {});
 
   Backend& backend() const { return be_; }
   const ParamLayout& layout() const { return layout_; }
   // fp32 master parameters and gradients (device memory of the backend).
-  float* params() { return params_.data ? params_.f32() : nullptr; }  // default placement only
-  float* grads() { return grads_.data ? grads_.f32() : nullptr; }     // default placement only
+  float* params() { return static_cast<float*>(params_buf_.data()); }  // default placement only
+  float* grads() { return static_cast<float*>(grads_buf_.data()); }     // default placement only
   size_t num_params() const { return layout_.total(); }
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
@@ -90,7 +92,8 @@ class GPTStage {
   // the last stage, which kept its own). dinput (N, C) receives the gradient of the stage input
   // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings). Both in
   // the act dtype on the backend's device.
-  void backward(int slot, const void* dout, void* dinput);
+  // last: this is the step's last micro-batch (passed on to the gradient hooks).
+  void backward(int slot, const void* dout, void* dinput, bool last = true);
 
   // Called between layers in forward and backward: lets non-blocking communication started by
   // the optimizer or the executor progress (MPI without a progress thread moves data only
@@ -129,20 +132,19 @@ class GPTStage {
   void head(Slot& s, const int32_t* targets, float dloss);
   void recompute(Slot& s, int layer);
 
-  const ModelConfig m_;
-  const ParamLayout layout_;
+  const RunLayout run_;
+  const ModelConfig& m_;       // run_.model()
+  const ParamLayout& layout_;  // run_.params()
   ParallelCtx& pc_;
   Backend& be_;
   ActFormat fmt_;
   BlockDims dims_;
   GradHooks hooks_;
   ParamHooks phooks_;
-  Recompute recompute_;
   std::function<void()> progress_;
   void* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
   Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)
-  Tensor params_, grads_;
   std::vector<BlockWeights> w_;
   std::vector<BlockGrads> g_;
   Buffer acts_, scratch_;  // the arenas of layout/stage_memory.h

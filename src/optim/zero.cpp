@@ -2,6 +2,7 @@
 // placement (blocking, or started early with parallel.overlap), sharded AdamW and the parameter
 // all-gather.
 #include "optim/zero.h"
+#include "core/check.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,22 +13,22 @@ namespace {
 constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel reduction call
 }
 
-ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
-                             Backend* be)
-    : layout_(layout),
-      cfg_(cfg.optimizer),
+ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
+                             const OptimizerConfig& cfg, ParallelCtx& pc, Backend& be)
+    : layout_(run.params()),
+      cfg_(cfg),
       pc_(pc),
-      be_(be ? *be : cpu_backend()),
-      stage_(cfg.optimizer.zero_stage),
-      dp_(pc.dp.size()),
-      overlap_(cfg.parallel.overlap) {
+      be_(be),
+      stage_(run.zero_stage()),
+      dp_(run.dp()),
+      overlap_(run.overlap()),
+      tied_across_stages_(run.tied_across_stages()),
+      shard_size_(mem.shard),
+      shard_(mem.state) {
+  LOOM_CHECK(pc.dp.size() == dp_ && pc.dp.rank() == run.coord().dp, "data-parallel group of ",
+             pc.dp.size(), " ranks (this one ", pc.dp.rank(), ") for a layout of dp=", dp_,
+             " at dp", run.coord().dp);
   const Device dev = be_.device();
-  const int per_step = dp_ * cfg.parallel.micro_batch_size;
-  microbatches_ = per_step > 0 ? cfg.train.global_batch_size / per_step : 0;
-  tied_across_stages_ = cfg.model.tie_embeddings && pc.grid.size(Axis::PP) > 1;
-  shard_size_ = zero_shard_size(layout.total(), dp_);
-  shard_ =
-      stage_ == 0 ? ShardRange{0, layout.total()} : zero_shard(layout.total(), dp_, pc.dp.rank());
   const size_t state = shard_.hi - shard_.lo;
   m_ = Buffer(state * sizeof(float), dev);
   v_ = Buffer(state * sizeof(float), dev);
@@ -37,7 +38,7 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
   // Each local layer's flat range; the rest (embeddings, final norm, head) apart.
   std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
   size_t other = 0;
-  for (const ParamSpec& p : layout.params()) {
+  for (const ParamSpec& p : layout_.params()) {
     if (p.layer >= 0) {
       auto it = layers.emplace(p.layer, std::make_pair(p.offset, p.offset)).first;
       it->second.second = p.offset + p.numel();
@@ -46,25 +47,26 @@ ZeroOptimizer::ZeroOptimizer(const ParamLayout& layout, const Config& cfg, Paral
       other += p.numel();
     }
   }
-  size_t widest = 0;
   for (auto& [l, r] : layers) {
     layer_begin_.push_back(r.first);
     layer_end_.push_back(r.second);
-    widest = std::max(widest, r.second - r.first);
   }
   if (stage_ < 2) return;
 
   // Stage 2: the reduced gradient shard, a staging buffer for one layer (two with overlap), one
-  // for the rest.
-  grad_shard_ = Buffer(shard_size_ * sizeof(float), dev);
-  const int copies = overlap_ ? 2 : 1;
-  for (int b = 0; b < copies; ++b) layer_stage_[b] = Buffer(widest * sizeof(float), dev);
-  other_stage_ = Buffer(other * sizeof(float), dev);
+  // for the rest; stage 3 also the parameter shard and working buffers of the same sizes.
+  LOOM_CHECK(mem.grad_elems == shard_size_ && mem.other_buffer_elems == other,
+             "memory model and optimizer disagree on the gradient buffers");
+  grad_shard_ = Buffer(mem.grad_elems * sizeof(float), dev);
+  for (int b = 0; b < mem.layer_buffers; ++b)
+    layer_stage_[b] = Buffer(mem.layer_buffer_elems * sizeof(float), dev);
+  other_stage_ = Buffer(mem.other_buffer_elems * sizeof(float), dev);
   if (stage_ == 3) {
-    param_shard_ = Buffer(shard_size_ * sizeof(float), dev);
+    param_shard_ = Buffer(mem.param_elems * sizeof(float), dev);
     param_shard_.zero();
-    for (int b = 0; b < copies; ++b) layer_work_[b] = Buffer(widest * sizeof(float), dev);
-    other_work_ = Buffer(other * sizeof(float), dev);
+    for (int b = 0; b < mem.layer_buffers; ++b)
+      layer_work_[b] = Buffer(mem.layer_buffer_elems * sizeof(float), dev);
+    other_work_ = Buffer(mem.other_buffer_elems * sizeof(float), dev);
   }
 }
 
@@ -176,14 +178,13 @@ GradHooks ZeroOptimizer::grad_hooks() {
     // The model's flat buffer. During the last micro-batch's backward a layer's gradients are
     // final once it is done: start its all-reduce; the non-layer tensors at the end of that
     // backward (the tied embedding waits for the embed group, in reduce_grads_and_norm).
-    h.layer_done = [this](int layer) {
-      if (backwards_ == microbatches_ - 1)
-        start_all_reduce(layer_begin_[local(layer)], layer_end_[local(layer)]);
+    h.layer_done = [this](int layer, bool last) {
+      if (last) start_all_reduce(layer_begin_[local(layer)], layer_end_[local(layer)]);
     };
-    h.backward_done = [this] {
-      LOOM_CHECK(++backwards_ <= microbatches_, "backward pass ", backwards_, " of a step of ",
-                 microbatches_, " micro-batches");
-      if (backwards_ < microbatches_) return;
+    h.backward_done = [this](bool last) {
+      LOOM_CHECK(!last_backward_done_, "a backward after the step's last micro-batch");
+      if (!last) return;
+      last_backward_done_ = true;
       for (const ParamSpec& p : layout_.params())
         if (p.layer < 0 && !deferred(p)) start_all_reduce(p.offset, p.offset + p.numel());
     };
@@ -195,7 +196,7 @@ GradHooks ZeroOptimizer::grad_hooks() {
              (p.offset - layer_begin_[local(p.layer)]);
     return static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
   };
-  h.layer_done = [this](int layer) {
+  h.layer_done = [this](int layer, bool) {
     const size_t l = local(layer);
     const int b = buf(layer);
     float* data = static_cast<float*>(layer_stage_[b].data());
@@ -216,7 +217,7 @@ GradHooks ZeroOptimizer::grad_hooks() {
     staged_[b].layer = layer;
   };
   if (overlap_) h.layer_begin = [this](int layer) { settle(buf(layer)); };
-  h.backward_done = [this] {
+  h.backward_done = [this](bool) {
     for (const ParamSpec& p : layout_.params()) {
       if (p.layer >= 0 || deferred(p)) continue;
       float* data = static_cast<float*>(other_stage_.data()) + other_offset_.at(p.offset);
@@ -234,7 +235,7 @@ void ZeroOptimizer::attach(GPTStage& stage) {
 }
 
 void ZeroOptimizer::zero_grad() {
-  backwards_ = 0;
+  last_backward_done_ = false;
   for (CommRequest& r : reduces_) pc_.dp.wait(r);  // none unless a step was cut short
   reduces_.clear();
   if (stage_ < 2) {
@@ -298,7 +299,7 @@ const float* ZeroOptimizer::shard_grads() const {
 }
 
 double ZeroOptimizer::reduce_grads_and_norm() {
-  const bool started = overlap_ && backwards_ == microbatches_;  // stages 0/1: during backward
+  const bool started = overlap_ && last_backward_done_;  // stages 0/1: during backward
   if (stage_ < 2) {
     float* grads = model_->grads();
     if (tied_across_stages_ && pc_.embed.size() > 1) {

@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "core/buffer.h"
 #include "layout/param_layout.h"
+#include "layout/run_layout.h"
 #include "layout/zero_shard.h"
 #include "model/gpt_stage.h"
 #include "parallel/parallel_ctx.h"
@@ -35,10 +36,11 @@ struct MemoryReport {
 
 class ZeroOptimizer {
  public:
-  // be: the device of every buffer and kernel (nullptr: the cpu backend); the model attached
+  // run: this rank's resolved layout; mem: its buffer sizes (run.memory(be.traits())), which
+  // this optimizer allocates; be: the device of every buffer and kernel; the model attached
   // later must use the same one.
-  ZeroOptimizer(const ParamLayout& layout, const Config& cfg, ParallelCtx& pc,
-                Backend* be = nullptr);
+  ZeroOptimizer(const RunLayout& run, const RankMemory& mem, const OptimizerConfig& cfg,
+                ParallelCtx& pc, Backend& be);
 
   int stage() const { return stage_; }
   Backend& backend() const { return be_; }
@@ -55,7 +57,7 @@ class ZeroOptimizer {
   const float* param_shard() const { return static_cast<const float*>(param_shard_.data()); }
   void attach(GPTStage& stage);  // before training
   void zero_grad();
-  // After every micro-batch's backward: finishes the gradient reductions (tied embedding
+  // After the last micro-batch's backward: finishes the gradient reductions (tied embedding
   // between first and last stage, then DP) and returns the global gradient L2 norm, each
   // element counted once. With overlap it waits for the reductions started during backward.
   double reduce_grads_and_norm();
@@ -94,8 +96,7 @@ class ZeroOptimizer {
   Backend& be_;
   int stage_, dp_;
   bool overlap_;
-  int microbatches_;   // backward passes per step: the last one starts the stage 0/1 reductions
-  int backwards_ = 0;  // backward passes since zero_grad
+  bool last_backward_done_ = false;  // the step's last backward ran (zero_grad resets it)
   bool tied_across_stages_;
   size_t shard_size_;
   ShardRange shard_;

@@ -7,7 +7,6 @@
 
 #include "core/check.h"
 #include "core/timer.h"
-#include "kernels/cuda_device.h"
 #include "parallel/watchdog.h"
 
 namespace loom {
@@ -34,10 +33,6 @@ class Blocked {
 };
 
 MPI_Op to_mpi(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
-
-template <typename T> DType dtype_of();
-template <> DType dtype_of<float>() { return DType::F32; }
-template <> DType dtype_of<double>() { return DType::F32; }  // never on device (host scalars)
 }  // namespace
 
 void mpi_check(int rc, const char* call, const char* file, int line) {
@@ -69,11 +64,9 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   describe_ += ")";
 }
 
-bool Comm::on_device(const void* p) const { return dev_ && cuda::is_device_pointer(p); }
 
 template <typename T>
 void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
-  if (on_device(x)) return all_reduce(static_cast<void*>(x), n, dtype_of<T>(), op);
   if (size_ == 1) return;
   Blocked blocked(*this, "all_reduce");
   for (size_t off = 0; off < n; off += kMaxChunk) {
@@ -83,13 +76,15 @@ void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
   bytes_ += n * sizeof(T);
 }
 
-void Comm::all_reduce(float* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_FLOAT); }
+void Comm::all_reduce(float* x, size_t n, ReduceOp op) {
+  if (on_device()) return all_reduce(static_cast<void*>(x), n, DType::F32, op);
+  all_reduce_impl(x, n, op, MPI_FLOAT);
+}
 void Comm::all_reduce(double* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_DOUBLE); }
 
-void Comm::all_reduce(const Tensor& t, ReduceOp op) { all_reduce(t.data, size_t(t.numel()), t.dtype, op); }
 
 void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
-  if (on_device(x)) {
+  if (on_device()) {
     Blocked blocked(*this, "all_reduce");
     dev_->all_reduce(x, n, t, op);
     bytes_ += n * dtype_size(t);
@@ -101,7 +96,7 @@ void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
 }
 
 void Comm::reduce(float* x, size_t n, int root) {
-  if (on_device(x)) {
+  if (on_device()) {
     Blocked blocked(*this, "reduce");
     dev_->reduce(x, n, DType::F32, root);
     bytes_ += n * sizeof(float);
@@ -118,7 +113,7 @@ void Comm::reduce(float* x, size_t n, int root) {
 }
 
 void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
-  if (on_device(recv)) {
+  if (on_device()) {
     Blocked blocked(*this, "reduce_scatter");
     dev_->reduce_scatter(send, recv, n, DType::F32);
     bytes_ += n * size_t(size_) * sizeof(float);
@@ -135,7 +130,7 @@ void Comm::reduce_scatter(const float* send, float* recv, size_t n) {
 }
 
 void Comm::all_gather(const float* send, float* recv, size_t n) {
-  if (on_device(recv)) {
+  if (on_device()) {
     Blocked blocked(*this, "all_gather");
     dev_->all_gather(send, recv, n, DType::F32);
     bytes_ += n * sizeof(float);
@@ -155,7 +150,7 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
 void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                        const std::vector<int>& displs) {
   LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");
-  if (on_device(recv)) {
+  if (on_device()) {
     Blocked blocked(*this, "all_gatherv");
     dev_->all_gatherv(send, recv, counts, displs, DType::F32);
     bytes_ += size_t(counts[size_t(rank_)]) * sizeof(float);
@@ -172,12 +167,6 @@ void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& c
 }
 
 void Comm::broadcast(void* x, size_t bytes, int root) {
-  if (on_device(x)) {
-    Blocked blocked(*this, "broadcast");
-    dev_->broadcast(x, bytes, root);
-    if (rank_ == root) bytes_ += bytes;
-    return;
-  }
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);
   Blocked blocked(*this, "broadcast");
@@ -214,7 +203,7 @@ void Comm::recv(float* x, size_t n, int peer, int tag) {
 }
 
 MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag) {
-  if (on_device(x)) {
+  if (on_device()) {
     LOOM_CHECK(peer >= 0 && peer < size_, "isend to ", peer, " on ", describe_);
     dev_->send(x, n, t, peer);
     bytes_ += n * dtype_size(t);
@@ -225,7 +214,7 @@ MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag) {
 }
 
 void Comm::recv(void* x, size_t n, DType t, int peer, int tag) {
-  if (on_device(x)) {
+  if (on_device()) {
     LOOM_CHECK(peer >= 0 && peer < size_, "recv from ", peer, " on ", describe_);
     Blocked blocked(*this, "recv");
     dev_->recv(x, n, t, peer);
@@ -262,7 +251,7 @@ CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
 CommRequest Comm::start_all_reduce(float* x, size_t n, ReduceOp op) {
   CommRequest r;
   r.call_ = "all_reduce";
-  if (on_device(x)) {
+  if (on_device()) {
     all_reduce(static_cast<void*>(x), n, DType::F32, op);  // enqueued on the stream
     return r;
   }
@@ -276,7 +265,7 @@ CommRequest Comm::start_all_reduce(float* x, size_t n, ReduceOp op) {
 CommRequest Comm::start_reduce(float* x, size_t n, int root) {
   CommRequest r;
   r.call_ = "reduce";
-  if (on_device(x) || size_ == 1) {
+  if (on_device() || size_ == 1) {
     reduce(x, n, root);
     return r;
   }
@@ -291,7 +280,7 @@ CommRequest Comm::start_all_gatherv(const float* send, float* recv, std::vector<
                                     std::vector<int> displs) {
   CommRequest r;
   r.call_ = "all_gatherv";
-  if (on_device(recv) || size_ == 1) {
+  if (on_device() || size_ == 1) {
     all_gatherv(send, recv, counts, displs);
     return r;
   }
@@ -312,7 +301,7 @@ CommRequest Comm::start_recv(void* x, size_t n, DType t, int peer, int tag) {
   r.recv_n_ = n;
   r.peer_ = peer;
   r.dtype_ = t;
-  if (on_device(x)) {
+  if (on_device()) {
     r.dev_recv_ = x;
     return r;
   }

@@ -1,5 +1,6 @@
 // Comm: the collectives and point-to-point calls of one grid axis. MPI underneath on the cpu
-// backend; calls dispatch on the tensor's device so an NCCL communicator can slot in for cuda.
+// backend; once a DeviceComm is attached (cuda), the model's buffers are device memory and go
+// through it, while host values (double reductions, broadcasts) stay on MPI.
 #pragma once
 #include <mpi.h>
 
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/dtype.h"
 
 namespace loom {
 
@@ -80,11 +81,10 @@ class Comm {
   const std::string& name() const { return name_; }
   MPI_Comm mpi() const { return comm_; }
 
+  // Buffers of the model: float and act-dtype data live where the Comm's buffers do (host
+  // without a DeviceComm, device memory with one); host buffers must be fp32.
   void all_reduce(float* x, size_t n, ReduceOp op);
-  void all_reduce(double* x, size_t n, ReduceOp op);
-  // Any dtype: fp32 host buffers through MPI, device buffers through the DeviceComm.
   void all_reduce(void* x, size_t n, DType t, ReduceOp op);
-  void all_reduce(const Tensor& t, ReduceOp op);
   // In place at `root`: x (n) becomes the sum over ranks; other ranks' x is left as it was.
   void reduce(float* x, size_t n, int root);
   // recv (n) = sum over ranks of send[rank*n, rank*n+n): send holds size()*n elements.
@@ -95,6 +95,8 @@ class Comm {
   // at displs[r] (counts may be 0).
   void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs);
+  // Host values, always through MPI: step counters, losses, norms, strings.
+  void all_reduce(double* x, size_t n, ReduceOp op);
   void broadcast(void* x, size_t bytes, int root);
   void barrier();
 
@@ -127,7 +129,8 @@ class Comm {
   void wait(CommRequest& r);
   bool test(CommRequest& r);
 
-  // Device collectives (cuda backend). Every call on a device pointer goes there.
+  // Device collectives (cuda backend): once attached, every buffer call goes there, so every
+  // buffer passed to one must then be device memory.
   void set_device_comm(std::unique_ptr<DeviceComm> d) { dev_ = std::move(d); }
   DeviceComm* device_comm() const { return dev_.get(); }
 
@@ -142,7 +145,7 @@ class Comm {
   template <typename T>
   void all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type);
 
-  bool on_device(const void* p) const;  // dev_ attached and p is device memory
+  bool on_device() const { return dev_ != nullptr; }  // buffers are device memory
 
   std::shared_ptr<DeviceComm> dev_;
   MPI_Comm comm_ = MPI_COMM_SELF;

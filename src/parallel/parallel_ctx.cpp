@@ -1,6 +1,7 @@
 // Builds the per-axis MPI sub-communicators, discovers node-local ranks and every rank's host.
 #include "parallel/parallel_ctx.h"
 
+#include "core/check.h"
 #include "core/log.h"
 #include "parallel/topology.h"
 

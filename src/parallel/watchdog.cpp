@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/check.h"
 #include "core/log.h"
 
 namespace loom {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/check.h"
 #include "core/timer.h"
 
 namespace loom {
@@ -11,22 +12,23 @@ namespace {
 constexpr int kGradTag = 1 << 20;  // tags: activations use mb, gradients kGradTag + mb
 }
 
-int PipelineExecutor::slots_needed(const std::string& schedule, int stages, int stage, int m) {
-  return max_in_flight(make_schedule(schedule, stages, stage, m));
-}
-
-PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule,
-                                   int microbatches, bool overlap)
-    : stage_(stage), pc_(pc), microbatches_(microbatches), overlap_(overlap) {
-  const int P = pc.grid.size(Axis::PP);
-  schedule_ = make_schedule(schedule, P, pc.coord.pp, microbatches);
-  num_slots_ = max_in_flight(schedule_);
+PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLayout& run,
+                                   const RankMemory& mem)
+    : stage_(stage), pc_(pc), microbatches_(run.microbatches()), overlap_(run.overlap()) {
+  schedule_ = make_schedule(run.schedule(), run.pp(), run.coord().pp, microbatches_);
+  num_slots_ = run.slots();
+  LOOM_CHECK(max_in_flight(schedule_) == num_slots_, "the ", schedule_name(run.schedule()),
+             " schedule keeps ", max_in_flight(schedule_), " micro-batches in flight on stage ",
+             run.coord().pp, " but the stage was built with ", num_slots_, " slots");
+  LOOM_CHECK(mem.recv_grads == (pc.last_stage() ? 0 : (overlap_ ? 2 : 1)) &&
+                 mem.sent_grads == (pc.first_stage() ? 0 : num_slots_),
+             "memory model and executor disagree on the pipeline buffers");
   const size_t NC = size_t(stage.tokens_per_micro_batch()) * size_t(stage.d_model());
   const Backend& be = stage.backend();
   act_dtype_ = be.act_dtype();
   act_bytes_ = NC * be.act_size();
-  if (!pc.first_stage()) dinput_buf_ = Buffer(size_t(num_slots_) * act_bytes_, be.device());
-  if (!pc.last_stage()) dout_buf_ = Buffer((overlap ? 2 : 1) * act_bytes_, be.device());
+  if (mem.sent_grads > 0) dinput_buf_ = Buffer(size_t(mem.sent_grads) * act_bytes_, be.device());
+  if (mem.recv_grads > 0) dout_buf_ = Buffer(size_t(mem.recv_grads) * act_bytes_, be.device());
   tokens_.resize(size_t(stage.tokens_per_micro_batch()));
   targets_.resize(tokens_.size());
   act_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
@@ -111,7 +113,8 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
         pc_.pp.wait(&grad_req_[size_t(slot)]);
         dinput = static_cast<char*>(dinput_buf_.data()) + size_t(slot) * act_bytes_;
       }
-      timed(backward_ms_, [&] { stage_.backward(slot, d, dinput); });
+      const bool last = backwards + 1 == microbatches_;  // schedules end on the last backward
+      timed(backward_ms_, [&] { stage_.backward(slot, d, dinput, last); });
       if (dinput)
         grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + a.mb);
       ++backwards;

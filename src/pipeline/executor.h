@@ -16,13 +16,13 @@ using BatchFn = std::function<void(int mb, int32_t* tokens, int32_t* targets)>;
 
 class PipelineExecutor {
  public:
-  PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const std::string& schedule, int microbatches,
-                   bool overlap = false);
+  // run: this rank's resolved layout (schedule, micro-batches, slots, overlap); mem: its buffer
+  // sizes (the pipeline's gradient buffers are allocated as mem.sent_grads and mem.recv_grads
+  // say). The stage must have been built with run.slots() slots, the schedule's in-flight bound.
+  PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLayout& run, const RankMemory& mem);
 
-  // Slots (in-flight micro-batches) the stage must be built with for this schedule.
-  static int slots_needed(const std::string& schedule, int stages, int stage, int microbatches);
-
-  // Forward and backward of every micro-batch; gradients accumulate in the stage. Time blocked
+  // Forward and backward of every micro-batch; gradients accumulate in the stage, whose gradient
+  // hooks learn which backward is the step's last. Time blocked
   // in pipeline receives (bubble + transfer) is counted by pc.pp.busy_ms().
   void run(const BatchFn& batch, float dloss);
   // Forward only (evaluation): every micro-batch through the pipeline in order, the last

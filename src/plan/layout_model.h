@@ -6,6 +6,8 @@
 
 #include "backend/device_traits.h"
 #include "config/config.h"
+#include "layout/rank_memory.h"
+#include "layout/schedule.h"
 #include "layout/stage_memory.h"
 
 namespace loom::plan {
@@ -22,12 +24,14 @@ struct Candidate {
   int world() const { return dp * pp * tp; }
 };
 
-// Bytes per element. fp32: everything 4 bytes, no separate master copy (loom's cpu backend).
-// bf16/fp16 (cuda): 2-byte parameters and activations, fp32 gradients (accumulated over
-// micro-batches), fp32 master weights and moments: Megatron's 18 bytes per parameter.
+// Bytes per element of what crosses the network: parameters (the ZeRO all-gathers), gradients
+// (the reductions) and activations (pipeline and tensor-parallel transfers). fp32: all 4 bytes.
+// bf16/fp16 (cuda): 2-byte activations and compute weights, fp32 gradients and master weights.
+// Memory is counted apart, by layout/rank_memory.h.
 struct Precision {
   std::string name = "fp32";
-  int param = 4, grad = 4, act = 4, master = 0, moment = 4;
+  DType dtype = DType::F32;
+  int param = 4, grad = 4, act = 4;
 };
 Precision precision_of(const std::string& dtype);
 
@@ -35,7 +39,7 @@ Precision precision_of(const std::string& dtype);
 struct PlanModel {
   ModelConfig model;
   int global_batch = 1;            // sequences per optimizer step (train.global_batch_size)
-  std::string schedule = "1f1b";   // 1f1b | gpipe (parallel.schedule)
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  // parallel.schedule
   std::string order = "tp-dp-pp";  // parallel.order: placement of ranks on nodes
   std::string device = "cpu";      // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
@@ -46,27 +50,11 @@ struct PlanModel {
   DeviceTraits traits() const;
 };
 
-// The parameters one (pipeline stage, TP rank) holds, counted with ParamLayout (every TP rank of
-// a stage holds the same number of elements).
-struct StageShape {
-  int stage = 0, num_layers = 0;
-  bool first = false, last = false;
-  uint64_t total = 0;         // ParamLayout::total(): elements of the flat buffer
-  uint64_t layer_begin = 0;   // flat offset of the first layer element (layers are contiguous)
-  uint64_t layer_elems = 0;   // elements of all transformer layers
-  uint64_t widest_layer = 0;  // elements of the largest single layer
-  uint64_t other = 0;         // embeddings, final norm, head / tied copy
-  uint64_t wte = 0;           // elements of the stage's wte shard (0 when it has none)
-  bool tied_across_stages = false;  // wte here is summed with the other end's (embed group)
-  int vocab_local = 0;              // padded vocab rows per TP rank
-};
+// The parameters one (pipeline stage, TP rank) holds (layout/rank_memory.h).
+using StageShape = ::loom::StageParams;
 
 // One StageShape per pipeline stage (layers split as loom splits them: even, extra layers to the
 // earlier stages). Needs pp <= n_layer and tp dividing n_head and d_model.
 std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp);
-
-// Micro-batches in flight on `stage`: 1F1B min(pp - stage, m), GPipe m (equal to
-// max_in_flight of the schedule's action list).
-int slots_of(const std::string& schedule, int pp, int stage, int microbatches);
 
 }  // namespace loom::plan

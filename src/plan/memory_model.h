@@ -1,4 +1,4 @@
-// Per-rank memory of a layout, reproducing ZeroOptimizer, GPTStage and executor buffers.
+// Per-rank memory of a candidate layout: the memory model loom allocates from, in plan's terms.
 #pragma once
 #include <cstdint>
 
@@ -9,10 +9,11 @@ namespace loom::plan {
 // Bytes on one rank. params ... activations and param_gather (param_buckets) are the fields of
 // loom's MemoryReport.
 struct MemoryEstimate {
-  uint64_t params = 0;        // parameter buffer (ZeRO padding included; stage 3: the shard)
+  uint64_t params = 0;        // parameter buffers: fp32 master (ZeRO padding included; stage 3:
+                              // the shard) and, in bf16/fp16, the compute copy
   uint64_t grads = 0;         // gradient buffer (stage >= 2: the reduced shard)
   uint64_t grad_buckets = 0;  // stage >= 2: one layer's staging buffer + the non-layer tensors
-  uint64_t optimizer = 0;     // AdamW moments (+ fp32 master weights in mixed precision)
+  uint64_t optimizer = 0;     // AdamW moments
   uint64_t activations = 0;   // GPTStage::activation_bytes(): slots x per-slot + scratch
   uint64_t pipeline = 0;      // executor buffers: received output gradients and the outgoing one
   uint64_t param_gather = 0;  // stage 3: working copies of one layer + the non-layer tensors

@@ -64,7 +64,7 @@ PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note
   PlanModel pm;
   pm.model = cfg.model;
   pm.global_batch = cfg.train.global_batch_size;
-  pm.schedule = cfg.parallel.schedule;
+  pm.schedule = parse_schedule(cfg.parallel.schedule);
   pm.order = cfg.parallel.order;
   pm.overlap = cfg.parallel.overlap;
   pm.device = cl.device;

@@ -33,16 +33,16 @@ std::string model_line(const Plan& p) {
                 "(%lld tokens/step); schedule %s, rank order %s",
                 m.n_layer, m.n_head, m.d_model, m.vocab_size, double(count_params(m)) / 1e6,
                 m.seq_len, p.pm.global_batch, (long long)p.pm.global_batch * m.seq_len,
-                p.pm.schedule.c_str(), p.pm.order.c_str());
+                schedule_name(p.pm.schedule), p.pm.order.c_str());
   return b;
 }
 
 std::string precision_line(const Plan& p) {
   const Precision& q = p.pm.prec;
   std::string s = "precision: " + q.name;
-  if (q.master > 0)
-    s += " mixed (2-byte parameters and activations, fp32 gradients, master weights and AdamW "
-         "moments: 18 bytes per parameter before sharding)";
+  if (q.act != 4)
+    s += " mixed (fp32 master weights, gradients and AdamW moments, a 2-byte compute copy of the "
+         "weights and 2-byte activations: 18 bytes per parameter before sharding)";
   else
     s += " (4 bytes for parameters, gradients, both AdamW moments and activations)";
   return s;

@@ -48,7 +48,7 @@ void Trainer::print_banner() {
     if (!write_resolved_config(cfg_, yaml_path, &err))
       warn("cannot write the resolved config to ", yaml_path, ": ", err);
     for (const auto& l :
-         format_config_banner(cfg_, count_params(cfg_.model), flops_per_token_, yaml_path))
+         format_config_banner(cfg_, *run_, count_params(cfg_.model), flops_per_token_, yaml_path))
       info(l);
   }
   peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());

@@ -123,30 +123,27 @@ double Progress::eta_s(int step, int total, double mean_step_ms) {
   return std::max(0, total - step) * mean_step_ms / 1000.0;
 }
 
-std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
-                                              double flops_per_token,
+std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout& run,
+                                              int64_t params, double flops_per_token,
                                               const std::string& yaml_path) {
   const auto& m = cfg.model;
-  const auto& p = cfg.parallel;
   const auto& t = cfg.train;
   const auto& o = cfg.optimizer;
-  const int dp = p.dp > 0 ? p.dp : 1;
   std::vector<std::string> out;
   out.push_back(str("run '", cfg.run.name, "' in ", cfg.run_dir(), " | config ",
                     cfg.source.empty() ? "(built-in)" : cfg.source, ", resolved in full: ",
                     yaml_path));
   std::string vocab = std::to_string(m.vocab_size);
-  if (m.padded_vocab(p.tp) != m.vocab_size)
-    vocab += " (padded to " + std::to_string(m.padded_vocab(p.tp)) + ")";
+  if (run.params().padded_vocab() != m.vocab_size)
+    vocab += " (padded to " + std::to_string(run.params().padded_vocab()) + ")";
   out.push_back(str("model GPT-2 ", m.n_layer, " layers x ", m.n_head, " heads x d_model ",
                     m.d_model, ", vocab ", vocab, ", seq_len ", m.seq_len, " | ",
                     format_count(double(params)), " parameters | ",
                     format_count(flops_per_token), " training FLOPs/token"));
-  const int mbs = p.micro_batch_size > 0 ? p.micro_batch_size : 1;
-  out.push_back(str("parallel dp", dp, " x pp", p.pp, " x tp", p.tp, " = ", dp * p.pp * p.tp,
-                    " ranks | ", p.schedule, " schedule, ", t.global_batch_size / (dp * mbs),
-                    " micro-batches of ", mbs, " sequences per data-parallel rank | ZeRO stage ",
-                    o.zero_stage));
+  out.push_back(str("parallel dp", run.dp(), " x pp", run.pp(), " x tp", run.tp(), " = ",
+                    run.grid().world(), " ranks | ", schedule_name(run.schedule()), " schedule, ",
+                    run.microbatches(), " micro-batches of ", run.micro_batch(),
+                    " sequences per data-parallel rank | ZeRO stage ", run.zero_stage()));
   const double tokens_per_step = double(t.global_batch_size) * m.seq_len;
   out.push_back(str("train ", t.steps, " steps x ", t.global_batch_size, " sequences x ",
                     m.seq_len, " tokens = ", format_count(tokens_per_step), " tokens/step (",

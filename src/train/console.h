@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "layout/run_layout.h"
 
 namespace loom {
 
@@ -58,9 +59,11 @@ class Progress {
   double start_ms_ = 0, final_loss_ = 0, min_loss_ = 0;
 };
 
-// The resolved config in a few lines (key values; the full YAML goes to yaml_path).
-std::vector<std::string> format_config_banner(const Config& cfg, int64_t params,
-                                              double flops_per_token, const std::string& yaml_path);
+// The resolved config in a few lines (key values; the full YAML goes to yaml_path); the grid,
+// micro-batches and schedule as the run layout resolved them.
+std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout& run,
+                                              int64_t params, double flops_per_token,
+                                              const std::string& yaml_path);
 
 // End-of-run summary.
 struct RunSummary {

@@ -10,6 +10,7 @@
 
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
@@ -60,12 +61,8 @@ void Trainer::release_device_comms() {
 void Trainer::build() {
   const Config& cfg = cfg_;
   ParallelCtx& pc = pc_;
-  const auto& par = cfg.parallel;
-  dp_ = pc.grid.size(Axis::DP);
-  microbatches_ = cfg.train.global_batch_size / (dp_ * par.micro_batch_size);
-  layout_ = std::make_unique<ParamLayout>(cfg.model, par.tp, pc.coord.tp, par.pp, pc.coord.pp,
-                                          par.stage_layers);
-  int slots = PipelineExecutor::slots_needed(par.schedule, par.pp, pc.coord.pp, microbatches_);
+  run_ = std::make_unique<RunLayout>(cfg, pc.grid, pc.rank);
+  LOOM_CHECK(run_->coord() == pc.coord, "grid coordinate of rank ", pc.rank);
   if (!be_) {
     be_ = make_backend(cfg.device, cfg.train.dtype, std::max(pc.gpu, 0));
 #ifdef LOOM_HAVE_NCCL
@@ -84,22 +81,21 @@ void Trainer::build() {
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);
-    check_device_fit(cfg, pc.grid, pc.rank, free_b, total_b, be_->device_name());
+    check_device_fit(cfg, *run_, pc.rank, free_b, total_b, be_->device_name());
   }
+  const RankMemory mem = run_->memory(be_->traits());
   const std::string& ls = cfg.train.loss_scale;
   if (ls == "dynamic" || (ls == "auto" && cfg.train.dtype == "fp16"))
     dynamic_ = std::make_unique<LossScaler>(float(cfg.train.initial_loss_scale), 2.0f, 0.5f,
                                             cfg.train.loss_scale_window);
   else if (ls != "auto" && ls != "none")
     static_scale_ = std::stof(ls);
-  opt_ = std::make_unique<ZeroOptimizer>(*layout_, cfg, pc, be_.get());
-  stage_ = std::make_unique<GPTStage>(
-      cfg.model, *layout_, par.micro_batch_size, slots, pc, opt_->param_capacity(),
-      opt_->grad_hooks(), opt_->param_hooks(), parse_recompute(cfg.train.recompute), be_.get());
+  opt_ = std::make_unique<ZeroOptimizer>(*run_, mem, cfg.optimizer, pc, *be_);
+  stage_ = std::make_unique<GPTStage>(*run_, mem, pc, *be_, opt_->grad_hooks(), opt_->param_hooks());
   opt_->attach(*stage_);
-  exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, par.schedule, microbatches_, par.overlap);
+  exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, *run_, mem);
   exec_->set_timing(cfg.log.timers);
-  if (par.overlap)  // between layers, let MPI move what was started early
+  if (run_->overlap())  // between layers, let MPI move what was started early
     stage_->set_progress([this] {
       opt_->progress();
       exec_->progress();
@@ -121,16 +117,16 @@ void Trainer::build() {
 Trainer::~Trainer() { release_device_comms(); }
 
 void Trainer::init_weights() {
-  std::vector<float> full(layout_->total());
+  std::vector<float> full(run_->params().total());
   if (!cfg_.train.init_from.empty())
-    load_canonical(cfg_.train.init_from, *layout_, full.data());
+    load_canonical(cfg_.train.init_from, run_->params(), full.data());
   else
-    init_params(*layout_, cfg_.model, cfg_.train.seed, full.data());
+    init_params(run_->params(), cfg_.model, cfg_.train.seed, full.data());
   opt_->set_full_params(full.data());
 }
 
 std::vector<float> Trainer::full_params() {
-  std::vector<float> full(layout_->total());
+  std::vector<float> full(run_->params().total());
   opt_->get_full_params(full.data());
   return full;
 }
@@ -144,14 +140,13 @@ std::array<double, 4> Trainer::comm_busy() const {
 StepStats Trainer::train_step(int step) {
   Stopwatch sw;
   const std::array<double, 4> busy0 = comm_busy();
-  const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
-  const int mb = cfg_.parallel.micro_batch_size;
+  const int G = run_->global_batch(), T = run_->model().seq_len, mb = run_->micro_batch();
   opt_->zero_grad();
   stage_->reset_loss();
 
   // This DP rank's rows of the step's global batch, in micro-batches.
   const int64_t first =
-      base_samples_ + int64_t(step - start_step_ - 1) * G + int64_t(pc_.coord.dp) * (G / dp_);
+      base_samples_ + int64_t(step - start_step_ - 1) * G + int64_t(pc_.coord.dp) * (G / run_->dp());
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
@@ -296,11 +291,10 @@ void Trainer::log_eval(int step) {
 
 double Trainer::evaluate(int iters) {
   LOOM_CHECK(has_valid(), "evaluate() without validation data");
-  const int G = cfg_.train.global_batch_size, T = cfg_.model.seq_len;
-  const int mb = cfg_.parallel.micro_batch_size;
+  const int G = run_->global_batch(), T = run_->model().seq_len, mb = run_->micro_batch();
   stage_->reset_loss();
   for (int i = 0; i < iters; ++i) {
-    const int64_t first = int64_t(i) * G + int64_t(pc_.coord.dp) * (G / dp_);
+    const int64_t first = int64_t(i) * G + int64_t(pc_.coord.dp) * (G / run_->dp());
     exec_->run_forward([&](int j, int32_t* tokens, int32_t* targets) {
       valid_(first + int64_t(j) * mb, mb, tokens, targets);
     });
@@ -330,7 +324,7 @@ void Trainer::resume() {
     return;
   }
   Stopwatch sw;
-  collectively([&] { load_checkpoint(rp.dir, *layout_, *opt_); }, pc_.world.mpi());
+  collectively([&] { load_checkpoint(rp.dir, run_->params(), *opt_); }, pc_.world.mpi());
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
   skipped_ = rp.state.skipped_steps;
@@ -342,7 +336,7 @@ void Trainer::resume() {
 
 void Trainer::load(const std::string& dir) {
   verify_checkpoint(dir, cfg_.model);
-  load_checkpoint(dir, *layout_, *opt_);
+  load_checkpoint(dir, run_->params(), *opt_);
 }
 
 void Trainer::save(int step) {
@@ -351,7 +345,7 @@ void Trainer::save(int step) {
   TrainerState st;
   st.skipped_steps = skipped_;
   if (dynamic_) st.loss_scale = dynamic_->scale(), st.loss_scale_clean = dynamic_->clean_steps();
-  save_checkpoint(cfg_, step, consumed, *layout_, *stage_, *opt_, pc_, st);
+  save_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st);
 }
 
 void Trainer::print_memory() {
@@ -394,7 +388,7 @@ void Trainer::print_breakdown(int steps) {
                 "norm/loss reduce %.1f%%",
                 v[0], pct(v[1]), pct(v[2]), pct(v[3]), pct(v[4]), pct(v[5]), pct(v[6]));
   info(line);
-  const int P = pc_.grid.size(Axis::PP), m = microbatches_;
+  const int P = run_->pp(), m = run_->microbatches();
   if (P > 1) {
     std::snprintf(line, sizeof line,
                   "pipeline: measured pp wait %.1f%% of the step; ideal bubble (pp-1)/(m+pp-1) = "

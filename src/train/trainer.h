@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "core/timer.h"
 #include "data/loader.h"
+#include "layout/run_layout.h"
 #include "model/gpt_stage.h"
 #include "optim/loss_scale.h"
 #include "optim/zero.h"
@@ -67,7 +68,8 @@ class Trainer {
   // This rank's parameters as one flat copy (layout offsets), whatever the ZeRO stage.
   // Collective over DP with ZeRO-3.
   std::vector<float> full_params();
-  const ParamLayout& layout() const { return *layout_; }
+  const ParamLayout& layout() const { return run_->params(); }
+  const RunLayout& run_layout() const { return *run_; }
   ZeroOptimizer& optimizer() { return *opt_; }
   const Timers& timers() const { return timers_; }
 
@@ -82,7 +84,6 @@ class Trainer {
 
   Config cfg_;
   ParallelCtx& pc_;
-  int dp_, microbatches_;
   std::unique_ptr<Backend> be_;  // before everything that holds its buffers
   // Loss scaling (train.loss_scale): dynamic_ set for dynamic scaling; static_scale_ the fixed
   // scale otherwise (1: none). skipped_ counts steps skipped on overflow (AdamW's bias
@@ -90,7 +91,7 @@ class Trainer {
   std::unique_ptr<LossScaler> dynamic_;
   float static_scale_ = 1.0f;
   int skipped_ = 0;
-  std::unique_ptr<ParamLayout> layout_;
+  std::unique_ptr<RunLayout> run_;  // resolved once from cfg_ and this rank's coordinate
   std::unique_ptr<GPTStage> stage_;
   std::unique_ptr<ZeroOptimizer> opt_;
   std::unique_ptr<PipelineExecutor> exec_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
+#include "core/check.h"
 #include "tests/parallel/equivalence_util.h"
 #include "tests/support/mpi_test_env.h"
 

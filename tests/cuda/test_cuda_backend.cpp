@@ -1,4 +1,4 @@
-// The cuda Backend (fp32, bf16 and fp16 compute) against cpu_backend(), method by method.
+// The cuda Backend (fp32, bf16 and fp16 compute) against a cpu backend, method by method.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -45,7 +45,10 @@ class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DT
   }
 
   Backend& be() { return *be_; }
-  static Backend& ref() { return cpu_backend(); }
+  static Backend& ref() {
+    static const std::unique_ptr<Backend> cpu = make_cpu_backend();  // the reference, for all
+    return *cpu;
+  }
   bool half() const { return GetParam() == DType::F16; }
   double tol(double f32_tol) const { return lowp_ ? (half() ? kTolF16 : kTolBF16) : f32_tol; }
   // The values an activation of this backend can hold: the cpu reference is given these.

@@ -116,7 +116,9 @@ TEST(Generate, GreedyRecallsAMemorizedSentence) {
   for (int s = 1; s <= c.train.steps; ++s) loss = trainer.train_step(s).loss;
   ASSERT_LT(loss, 0.05) << "the sentence was not memorized";
 
-  GPTStage single(c.model, trainer.layout(), 1, 1, *pc);
+  const RunLayout run = RunLayout::single_sequence(c.model);
+  const auto be = make_cpu_backend();
+  GPTStage single(run, run.memory(be->traits()), *pc, *be);
   std::memcpy(single.params(), trainer.stage().params(), trainer.layout().total() * sizeof(float));
   const std::string prompt = "the quick brown";
   std::vector<int32_t> ids(prompt.begin(), prompt.end());

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "parallel/parallel_ctx.h"
+#include "core/check.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace loom {

@@ -57,12 +57,12 @@ TEST(Schedule, InFlightBound) {
 }
 
 TEST(Schedule, NoDeadlockUpTo8StagesAnd16MicroBatches) {
-  for (const char* kind : {"1f1b", "gpipe"})
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe})
     for (int P = 1; P <= 8; ++P)
       for (int m = 1; m <= 16; ++m) {
         std::vector<Schedule> all;
         for (int s = 0; s < P; ++s) all.push_back(make_schedule(kind, P, s, m));
-        EXPECT_EQ(simulate_pipeline(all), "") << kind << " P=" << P << " m=" << m;
+        EXPECT_EQ(simulate_pipeline(all), "") << schedule_name(kind) << " P=" << P << " m=" << m;
       }
 }
 

@@ -113,7 +113,8 @@ TEST(Console, ConfigBanner) {
   cfg.optimizer.min_lr = 1e-4;
   cfg.optimizer.warmup_steps = 20;
   cfg.optimizer.zero_stage = 1;
-  auto lines = format_config_banner(cfg, 29400000, 177e6, "runs/quickstart/config.yaml");
+  const RunLayout run(cfg, GridDims{2, 2, 2}, Coord{0, 0, 0});
+  auto lines = format_config_banner(cfg, run, 29400000, 177e6, "runs/quickstart/config.yaml");
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0], "run 'quickstart' in runs/quickstart | config configs/quickstart.yaml, "
                       "resolved in full: runs/quickstart/config.yaml");

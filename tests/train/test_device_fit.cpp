@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "core/check.h"
 #include "parallel/grid.h"
+#include "layout/run_layout.h"
 #include "train/device_fit.h"
 
 namespace loom {
@@ -31,13 +32,22 @@ Config gpt2(int L, int H, int C, int mb, const std::string& dtype) {
 
 // Elements of one GPT-2 block: 2 LayerNorms (2C each), qkv C x 3C + 3C, proj C x C + C,
 // fc C x 4C + 4C, fc-proj 4C x C + C.
+// The estimate and the fit check for world rank `rank` of `grid`, as the trainer makes them.
+DeviceEstimate estimate(const Config& cfg, const Grid& grid, int rank) {
+  return estimate_device_memory(RunLayout(cfg, grid, rank));
+}
+DeviceEstimate fit(const Config& cfg, const Grid& grid, int rank, size_t free_b, size_t total_b,
+                   const std::string& gpu) {
+  return check_device_fit(cfg, RunLayout(cfg, grid, rank), rank, free_b, total_b, gpu);
+}
+
 uint64_t block(uint64_t C) {
   return 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C);
 }
 
 TEST(DeviceFit, Gpt2SmallBf16PartsByHand) {
   const Config cfg = gpt2(12, 12, 768, 16, "bf16");
-  const DeviceEstimate e = estimate_device_memory(cfg, Grid(1, 1, 1), 0);
+  const DeviceEstimate e = estimate(cfg, Grid(1, 1, 1), 0);
   const uint64_t C = 768, T = 1024, L = 12, Vp = 50304;  // 50257 rounded up to 128
   const uint64_t P = Vp * C + T * C + L * block(C) + 2 * C;
   EXPECT_EQ(P, 124475904u);
@@ -67,13 +77,13 @@ TEST(DeviceFit, Gpt2SmallBf16PartsByHand) {
   // About 2.1 GiB of weights, gradients and moments, 4.6 GiB of activations, 1.5 GiB of
   // logits: it fits an 80 GB GPU with room to spare.
   EXPECT_LT(e.total(), 20 * kGiB);
-  EXPECT_NO_THROW(check_device_fit(cfg, Grid(1, 1, 1), 0, 79 * kGiB, 80 * kGiB,
+  EXPECT_NO_THROW(fit(cfg, Grid(1, 1, 1), 0, 79 * kGiB, 80 * kGiB,
                                    "device 0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"));
 }
 
 TEST(DeviceFit, Fp32HasNoSeparateComputeCopyAndFourByteActivations) {
   const Config cfg = gpt2(2, 4, 128, 2, "fp32");
-  const DeviceEstimate e = estimate_device_memory(cfg, Grid(1, 1, 1), 0);
+  const DeviceEstimate e = estimate(cfg, Grid(1, 1, 1), 0);
   const uint64_t C = 128, N = 2 * 1024, NC = N * C, Vp = 50304;
   const uint64_t P = Vp * C + 1024 * C + 2 * block(C) + 2 * C;
   EXPECT_EQ(e.compute_weights, 0u);
@@ -85,11 +95,11 @@ TEST(DeviceFit, Fp32HasNoSeparateComputeCopyAndFourByteActivations) {
 
 TEST(DeviceFit, SelectiveKeepsWhatNoneKeepsFullKeepsLayerInputs) {
   Config cfg = gpt2(4, 4, 256, 4, "bf16");
-  const DeviceEstimate none = estimate_device_memory(cfg, Grid(1, 1, 1), 0);
+  const DeviceEstimate none = estimate(cfg, Grid(1, 1, 1), 0);
   cfg.train.recompute = "selective";
-  EXPECT_EQ(estimate_device_memory(cfg, Grid(1, 1, 1), 0).activations, none.activations);
+  EXPECT_EQ(estimate(cfg, Grid(1, 1, 1), 0).activations, none.activations);
   cfg.train.recompute = "full";
-  const DeviceEstimate full = estimate_device_memory(cfg, Grid(1, 1, 1), 0);
+  const DeviceEstimate full = estimate(cfg, Grid(1, 1, 1), 0);
   const uint64_t N = 4 * 1024, C = 256, NC2 = N * C * 2;
   const uint64_t layer = 15 * NC2 + 4 * N * 4 + 4 * N * 4;
   // Inputs of 4 layers + output, tokens, output gradient; plus one re-run layer and its output.
@@ -106,20 +116,36 @@ TEST(DeviceFit, ZeroStagesShardStateOverDp4) {
   Config cfg = gpt2(2, 2, 64, 1, "bf16");
   cfg.train.global_batch_size = 4;
   const Grid grid(4, 1, 1);
-  for (int zero = 0; zero <= 3; ++zero) {
+  for (int zero = 0; zero <= 2; ++zero) {
     cfg.optimizer.zero_stage = zero;
-    const DeviceEstimate e = estimate_device_memory(cfg, grid, 0);
+    const DeviceEstimate e = estimate(cfg, grid, 0);
     SCOPED_TRACE(zero);
-    EXPECT_EQ(e.master_params, (zero < 3 ? 4 * shard : shard) * 4);
-    EXPECT_EQ(e.compute_weights, (zero < 3 ? 4 * shard : shard) * 2);
+    EXPECT_EQ(e.master_params, 4 * shard * 4);
+    EXPECT_EQ(e.compute_weights, 4 * shard * 2);
     EXPECT_EQ(e.grads, (zero < 2 ? P : shard) * 4);
     EXPECT_EQ(e.optimizer, (zero == 0 ? P : shard) * 8);
     EXPECT_EQ(e.grad_buckets, zero >= 2 ? (widest + other) * 4 : 0u);
-    EXPECT_EQ(e.param_gather, zero >= 3 ? (widest + other) * 2 : 0u);
+    EXPECT_EQ(e.param_gather, 0u);
   }
+  // ZeRO-3 runs in fp32 (no compute copy): the parameter shard, and fp32 working copies of one
+  // layer and of the other tensors; with overlap two layer copies for each of the two kinds.
+  cfg.train.dtype = "fp32";
+  cfg.optimizer.zero_stage = 3;
+  DeviceEstimate z3 = estimate(cfg, grid, 0);
+  EXPECT_EQ(z3.master_params, shard * 4);
+  EXPECT_EQ(z3.compute_weights, 0u);
+  EXPECT_EQ(z3.grads, shard * 4);
+  EXPECT_EQ(z3.param_gather, (widest + other) * 4);
+  EXPECT_EQ(z3.grad_buckets, (widest + other) * 4);
+  cfg.parallel.overlap = true;
+  z3 = estimate(cfg, grid, 0);
+  EXPECT_EQ(z3.param_gather, (2 * widest + other) * 4);
+  EXPECT_EQ(z3.grad_buckets, (2 * widest + other) * 4);
+  cfg.parallel.overlap = false;
+  cfg.train.dtype = "bf16";
   // The last data-parallel rank's shard is what is left: P - 3 * shard.
   cfg.optimizer.zero_stage = 1;
-  EXPECT_EQ(estimate_device_memory(cfg, grid, 3).optimizer, (P - 3 * shard) * 8);
+  EXPECT_EQ(estimate(cfg, grid, 3).optimizer, (P - 3 * shard) * 8);
 }
 
 TEST(DeviceFit, PipelineStagesAndTensorParallelShards) {
@@ -130,8 +156,8 @@ TEST(DeviceFit, PipelineStagesAndTensorParallelShards) {
   const uint64_t C = 256, Cl = 128, T = 1024, N = 2 * T, Vl = 50432 / 2;  // padded to 256
   const uint64_t layer_local =
       4 * C + (3 * C * Cl + 3 * Cl) + (Cl * C + C) + (C * 4 * Cl + 4 * Cl) + (4 * Cl * C + C);
-  const DeviceEstimate s0 = estimate_device_memory(cfg, grid, 1);  // pp0 tp1
-  const DeviceEstimate s1 = estimate_device_memory(cfg, grid, 2);  // pp1 tp0
+  const DeviceEstimate s0 = estimate(cfg, grid, 1);  // pp0 tp1
+  const DeviceEstimate s1 = estimate(cfg, grid, 2);  // pp1 tp0
   EXPECT_EQ(s0.stage, 0);
   EXPECT_EQ(s1.stage, 1);
   EXPECT_EQ(s0.slots, 2);
@@ -149,7 +175,7 @@ TEST(DeviceFit, PipelineStagesAndTensorParallelShards) {
   EXPECT_EQ(s0.pipeline, NC2);      // the received output gradient
   EXPECT_EQ(s1.pipeline, 1 * NC2);  // one gradient sent back per slot
   cfg.parallel.overlap = true;      // the executor receives the next output gradient early
-  EXPECT_EQ(estimate_device_memory(cfg, grid, 1).pipeline, 2 * NC2);
+  EXPECT_EQ(estimate(cfg, grid, 1).pipeline, 2 * NC2);
 }
 
 TEST(DeviceFit, Gpt2XlMicroBatch64DoesNotFitOneH100AndSaysWhy) {
@@ -157,7 +183,7 @@ TEST(DeviceFit, Gpt2XlMicroBatch64DoesNotFitOneH100AndSaysWhy) {
   const Config cfg = gpt2(48, 25, 1600, 64, "bf16");
   const uint64_t C = 1600, L = 48, T = 1024, Vp = 50304, N = 64 * T, NC = N * C;
   const uint64_t P = Vp * C + T * C + L * block(C) + 2 * C;
-  const DeviceEstimate e = estimate_device_memory(cfg, Grid(1, 1, 1), 0);
+  const DeviceEstimate e = estimate(cfg, Grid(1, 1, 1), 0);
   EXPECT_EQ(e.master_params + e.compute_weights + e.grads + e.optimizer, 18 * P);
   const uint64_t layer = 15 * NC * 2 + 4 * N * 4 + 25 * N * 4;
   EXPECT_EQ(e.activations, 49 * NC * 2 + L * layer + 4 * N + NC * 2);
@@ -166,7 +192,7 @@ TEST(DeviceFit, Gpt2XlMicroBatch64DoesNotFitOneH100AndSaysWhy) {
   const uint64_t free_b = 78 * kGiB + kGiB / 2, total_b = 80 * kGiB;  // 78.50 / 80.00 GiB
   const std::string gpu = "device 0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB";
   try {
-    check_device_fit(cfg, Grid(1, 1, 1), 0, free_b, total_b, gpu);
+    fit(cfg, Grid(1, 1, 1), 0, free_b, total_b, gpu);
     FAIL() << "expected a UserError";
   } catch (const UserError& err) {
     const std::string msg = err.what();
@@ -200,14 +226,14 @@ TEST(DeviceFit, SuggestedMicroBatchIsTheLargestDivisorThatFits) {
   for (int mb : {16, 8, 4, 2, 1}) {
     Config t = cfg;
     t.parallel.micro_batch_size = mb;
-    if (estimate_device_memory(t, Grid(1, 1, 1), 0).total() <= free_b) {
+    if (estimate(t, Grid(1, 1, 1), 0).total() <= free_b) {
       best = mb;
       break;
     }
   }
   ASSERT_GT(best, 0);
   try {
-    check_device_fit(cfg, Grid(1, 1, 1), 0, free_b, free_b, "test GPU");
+    fit(cfg, Grid(1, 1, 1), 0, free_b, free_b, "test GPU");
     FAIL() << "expected a UserError";
   } catch (const UserError& err) {
     const std::string msg = err.what();

@@ -1,0 +1,88 @@
+// The memory model of one rank: every buffer loom allocates, counted from the layout.
+#include "layout/rank_memory.h"
+
+#include <algorithm>
+#include <map>
+
+namespace loom {
+
+StageParams stage_params(const ParamLayout& layout) {
+  StageParams sh;
+  sh.stage = layout.stage();
+  sh.num_layers = layout.layers().num_layers;
+  sh.first = layout.first_stage();
+  sh.last = layout.last_stage();
+  sh.total = layout.total();
+  sh.vocab_local = layout.vocab_local();
+  sh.tied_across_stages = layout.model().tie_embeddings && layout.stages() > 1;
+  std::map<int, uint64_t> per_layer;
+  sh.layer_begin = layout.total();
+  for (const ParamSpec& p : layout.params()) {
+    if (p.layer >= 0) {
+      sh.layer_begin = std::min<uint64_t>(sh.layer_begin, p.offset);
+      per_layer[p.layer] += p.numel();
+      sh.layer_elems += p.numel();
+    } else {
+      sh.other += p.numel();
+      if (p.name == "wte.weight") sh.wte = p.numel();
+    }
+  }
+  for (const auto& kv : per_layer) sh.widest_layer = std::max(sh.widest_layer, kv.second);
+  return sh;
+}
+
+RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
+  const StageParams& p = s.params;
+  RankMemory r;
+  r.shard = zero_shard_size(p.total, s.dp);
+  r.state = s.zero == 0 ? ShardRange{0, p.total} : zero_shard(p.total, s.dp, s.dp_rank);
+  r.param_elems = s.zero < 3 ? uint64_t(s.dp) * r.shard : r.shard;
+  r.grad_elems = s.zero < 2 ? p.total : r.shard;
+  if (s.zero >= 2) {
+    r.layer_buffers = s.overlap ? 2 : 1;
+    r.layer_buffer_elems = p.widest_layer;
+    r.other_buffer_elems = p.other;
+  }
+  r.sent_grads = s.stage.first ? 0 : s.stage.slots;
+  r.recv_grads = s.stage.last ? 0 : (s.overlap ? 2 : 1);
+  r.arenas = plan_stage_arenas(s.stage, dev);
+
+  const uint64_t f32 = sizeof(float), act = dev.act_size();
+  const uint64_t layer_bufs =
+      uint64_t(r.layer_buffers) * r.layer_buffer_elems + r.other_buffer_elems;
+  r.master_params = r.param_elems * f32;
+  if (dev.lowp()) r.compute_weights = r.param_elems * act;
+  if (s.zero >= 3) r.param_gather = layer_bufs * f32;
+  r.grads = r.grad_elems * f32;
+  if (s.zero >= 2) r.grad_buckets = layer_bufs * f32;
+  r.optimizer = 2 * (r.state.hi - r.state.lo) * f32;
+  r.activations = r.arenas.acts_bytes;
+  const BlockDims& d = s.stage.dims;
+  if (s.stage.last) r.logits = uint64_t(d.N()) * uint64_t(s.stage.vocab_local) * act;
+  r.scratch = r.arenas.scratch_bytes - r.logits;
+  const uint64_t NC = uint64_t(d.N()) * uint64_t(d.C) * act;
+  r.pipeline = uint64_t(r.sent_grads + r.recv_grads) * NC;
+  return r;
+}
+
+uint64_t RankMemory::total() const {
+  uint64_t t = 0;
+  for (const auto& p : parts("")) t += p.second;
+  return t;
+}
+
+std::vector<std::pair<std::string, uint64_t>> RankMemory::parts(const std::string& dtype) const {
+  const std::string lowp = dtype.empty() || dtype == "fp32" ? "compute" : dtype;
+  return {{"fp32 master weights", master_params},
+          {lowp + " compute weights", compute_weights},
+          {"ZeRO-3 gather", param_gather},
+          {"fp32 gradients", grads},
+          {"gradient buckets", grad_buckets},
+          {"AdamW moments", optimizer},
+          {"activations", activations},
+          {"backward scratch", scratch},
+          {"logits", logits},
+          {"pipeline buffers", pipeline}};
+}
+
+}  // namespace loom

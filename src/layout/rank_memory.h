@@ -1,0 +1,75 @@
+// The memory of one rank, part by part: ZeRO's parameter, gradient and moment buffers, the
+// stage's activation arenas and the pipeline's transfer buffers. The optimizer, the model stage
+// and the executor allocate exactly these sizes; loom plan and the device-fit check report them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/device_traits.h"
+#include "layout/param_layout.h"
+#include "layout/stage_memory.h"
+#include "layout/zero_shard.h"
+
+namespace loom {
+
+// Element counts of one (pipeline stage, TP rank)'s parameters (every TP rank of a stage holds
+// the same number of elements).
+struct StageParams {
+  int stage = 0, num_layers = 0;
+  bool first = false, last = false;
+  uint64_t total = 0;         // ParamLayout::total(): elements of the flat buffer
+  uint64_t layer_begin = 0;   // flat offset of the first layer element (layers are contiguous)
+  uint64_t layer_elems = 0;   // elements of all transformer layers
+  uint64_t widest_layer = 0;  // elements of the largest single layer
+  uint64_t other = 0;         // embeddings, final norm, head / tied copy
+  uint64_t wte = 0;           // elements of the stage's wte shard (0 when it has none)
+  bool tied_across_stages = false;  // wte here is summed with the other end's (embed group)
+  int vocab_local = 0;              // padded vocab rows per TP rank
+};
+StageParams stage_params(const ParamLayout& layout);
+
+// What the memory of a rank depends on.
+struct MemorySpec {
+  StageParams params;
+  StageShapeSpec stage;
+  int dp = 1, dp_rank = 0;  // data-parallel size and this rank's index (its ZeRO shard)
+  int zero = 0;             // optimizer.zero_stage
+  bool overlap = false;     // parallel.overlap: second staging, working and receive buffers
+};
+
+// Buffer sizes (elements, then bytes) of one rank. fp32 master parameters, gradients and AdamW
+// moments; a copy of the parameters in the act dtype when it is bf16/fp16 (the compute weights);
+// ZeRO >= 2 stages gradients through layer buffers, ZeRO-3 gathers parameters into them.
+struct RankMemory {
+  uint64_t shard = 0;            // zero_shard_size(total, dp)
+  ShardRange state;              // the flat range whose moments this rank holds
+  uint64_t param_elems = 0;      // fp32 parameters held: dp * shard (ZeRO < 3, padded) or shard
+  uint64_t grad_elems = 0;       // fp32 gradients: total (ZeRO < 2) or the reduced shard
+  int layer_buffers = 0;         // ZeRO >= 2: staging (and ZeRO-3 working) layer buffers, 1 or 2
+  uint64_t layer_buffer_elems = 0;  // widest layer
+  uint64_t other_buffer_elems = 0;  // embeddings, final norm, head
+  int sent_grads = 0;            // pipeline: (N, C) input gradients sent back (stages > 0)
+  int recv_grads = 0;            // pipeline: (N, C) output gradients received (stages < last)
+  StageArenas arenas;            // activations and scratch (layout/stage_memory.h)
+
+  // Bytes by part (each in the dtype the buffer has).
+  uint64_t master_params = 0;    // fp32 parameter buffer
+  uint64_t compute_weights = 0;  // act-dtype copy of the parameters (low precision only)
+  uint64_t param_gather = 0;     // ZeRO-3: working copies of a layer and the other tensors
+  uint64_t grads = 0;
+  uint64_t grad_buckets = 0;     // ZeRO >= 2: staging of a layer and the other tensors
+  uint64_t optimizer = 0;        // AdamW m and v of the state range
+  uint64_t activations = 0;      // the activation arena
+  uint64_t scratch = 0;          // the scratch arena without the logits
+  uint64_t logits = 0;           // last stage: (N, Vl) in the act dtype, part of the scratch arena
+  uint64_t pipeline = 0;         // the executor's gradient buffers
+
+  uint64_t total() const;
+  // (label, bytes) of every part above, in order, for messages and tests.
+  std::vector<std::pair<std::string, uint64_t>> parts(const std::string& dtype) const;
+};
+RankMemory plan_rank_memory(const MemorySpec& spec, const DeviceTraits& dev);
+
+}  // namespace loom

@@ -1,0 +1,80 @@
+// RunLayout: the one place where Config and a grid coordinate become counts, shapes and enums.
+#include "layout/run_layout.h"
+
+#include "core/check.h"
+
+namespace loom {
+
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp) {
+  return BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+}
+
+namespace {
+// cfg, once the batch is known to split into micro-batches and coord to lie in the grid (checked
+// before any member is built from them).
+const Config& checked(const Config& cfg, GridDims grid, Coord coord) {
+  const int mb = cfg.parallel.micro_batch_size, global = cfg.train.global_batch_size;
+  LOOM_CHECK(grid.dp >= 1 && grid.pp >= 1 && grid.tp >= 1 && mb >= 1 && global >= grid.dp * mb &&
+                 global % (grid.dp * mb) == 0,
+             "train.global_batch_size ", global, " does not split into micro-batches of ", mb,
+             " over dp=", grid.dp);
+  LOOM_CHECK(coord.dp >= 0 && coord.dp < grid.dp && coord.pp >= 0 && coord.pp < grid.pp &&
+                 coord.tp >= 0 && coord.tp < grid.tp,
+             "coordinate dp", coord.dp, " pp", coord.pp, " tp", coord.tp, " outside the grid dp",
+             grid.dp, " pp", grid.pp, " tp", grid.tp);
+  return cfg;
+}
+}  // namespace
+
+RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
+    : model_(checked(cfg, grid, coord).model),
+      grid_(grid),
+      coord_(coord),
+      micro_batch_(cfg.parallel.micro_batch_size),
+      global_batch_(cfg.train.global_batch_size),
+      microbatches_(global_batch_ / (grid.dp * micro_batch_)),
+      schedule_(parse_schedule(cfg.parallel.schedule)),
+      slots_(slots_in_flight(schedule_, grid.pp, coord.pp, microbatches_)),
+      dtype_(parse_train_dtype(cfg.train.dtype)),
+      recompute_(parse_recompute(cfg.train.recompute)),
+      zero_(cfg.optimizer.zero_stage),
+      overlap_(cfg.parallel.overlap),
+      params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, cfg.parallel.stage_layers),
+      dims_(block_dims(cfg.model, micro_batch_, grid.tp)) {}
+
+RunLayout::RunLayout(const Config& cfg, const Grid& grid, int rank)
+    : RunLayout(cfg, GridDims{grid.size(Axis::DP), grid.size(Axis::PP), grid.size(Axis::TP)},
+                grid.coord_of(rank)) {}
+
+RunLayout RunLayout::single_sequence(const ModelConfig& m) {
+  Config cfg;  // defaults: one rank, fp32, no recompute, ZeRO 0
+  cfg.model = m;
+  cfg.parallel.micro_batch_size = 1;
+  cfg.train.global_batch_size = 1;
+  return RunLayout(cfg, GridDims{}, Coord{});
+}
+
+StageShapeSpec RunLayout::stage_spec() const {
+  StageShapeSpec s;
+  s.dims = dims_;
+  s.layers = params_.layers().num_layers;
+  s.slots = slots_;
+  s.recompute = recompute_;
+  s.first = first_stage();
+  s.last = last_stage();
+  s.vocab_local = params_.vocab_local();
+  return s;
+}
+
+MemorySpec RunLayout::memory_spec() const {
+  MemorySpec m;
+  m.params = stage_params(params_);
+  m.stage = stage_spec();
+  m.dp = grid_.dp;
+  m.dp_rank = coord_.dp;
+  m.zero = zero_;
+  m.overlap = overlap_;
+  return m;
+}
+
+}  // namespace loom

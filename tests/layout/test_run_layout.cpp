@@ -1,0 +1,90 @@
+// RunLayout against the schedules and ParamLayout it resolves, and the memory model against
+// what a Trainer allocates.
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+#include "layout/run_layout.h"
+#include "parallel/parallel_ctx.h"
+#include "tests/support/mpi_test_env.h"
+#include "train/trainer.h"
+
+namespace loom {
+namespace {
+
+Config small(int tp, int pp, int mb, int global_batch) {
+  Config c;
+  c.model.n_layer = 4, c.model.n_head = 4, c.model.d_model = 32, c.model.vocab_size = 97;
+  c.model.seq_len = 8;
+  c.parallel.tp = tp, c.parallel.pp = pp, c.parallel.micro_batch_size = mb;
+  c.train.global_batch_size = global_batch;
+  return c;
+}
+
+TEST(RunLayout, ResolvesBatchScheduleAndShapesOfEachRank) {
+  Config c = small(2, 2, 2, 16);  // dp 2: 16 / (2 * 2) = 4 micro-batches per step
+  for (const char* sched : {"1f1b", "gpipe"}) {
+    c.parallel.schedule = sched;
+    for (int pp = 0; pp < 2; ++pp)
+      for (int tp = 0; tp < 2; ++tp) {
+        const RunLayout run(c, GridDims{2, 2, 2}, Coord{1, pp, tp});
+        SCOPED_TRACE(std::string(sched) + " pp" + std::to_string(pp) + " tp" + std::to_string(tp));
+        EXPECT_EQ(run.microbatches(), 4);
+        EXPECT_EQ(run.slots(),
+                  max_in_flight(make_schedule(parse_schedule(sched), 2, pp, run.microbatches())));
+        EXPECT_EQ(run.first_stage(), pp == 0);
+        EXPECT_EQ(run.last_stage(), pp == 1);
+        EXPECT_EQ(run.dims().NH, 2);
+        EXPECT_EQ(run.dims().Cl(), 16);
+        EXPECT_EQ(run.dims().N(), 16);
+        const ParamLayout want(c.model, 2, tp, 2, pp);
+        EXPECT_EQ(run.params().total(), want.total());
+        EXPECT_EQ(run.params().layers().first_layer, want.layers().first_layer);
+        EXPECT_EQ(run.stage_spec().layers, 2);
+        EXPECT_EQ(run.stage_spec().slots, run.slots());
+      }
+  }
+}
+
+TEST(RunLayout, StringsBecomeEnumsOnce) {
+  Config c = small(1, 1, 1, 1);
+  c.train.recompute = "selective";
+  c.parallel.schedule = "gpipe";
+  const RunLayout run(c, GridDims{}, Coord{});
+  EXPECT_EQ(run.recompute(), Recompute::Selective);
+  EXPECT_EQ(run.schedule(), ScheduleKind::GPipe);
+  EXPECT_EQ(run.dtype(), DType::F32);
+  c.parallel.schedule = "interleaved";
+  EXPECT_THROW(RunLayout(c, GridDims{}, Coord{}), UserError);
+}
+
+TEST(RunLayout, ABatchThatDoesNotSplitIsRefused) {
+  const Config c = small(1, 1, 2, 7);  // config validation reports this first, as a UserError
+  EXPECT_THROW(RunLayout(c, GridDims{}, Coord{}), InternalError);
+  EXPECT_THROW(RunLayout(small(1, 1, 2, 8), GridDims{1, 2, 1}, Coord{0, 2, 0}), InternalError);
+}
+
+// One rank, each ZeRO-free placement: the buffers a Trainer allocates (measured from the buffers
+// themselves) are the memory model's.
+TEST(RunLayout, TrainerAllocatesWhatTheMemoryModelCounts) {
+  test::ensure_mpi();
+  for (const char* rc : {"none", "selective", "full"}) {
+    Config c = small(1, 1, 2, 6);
+    c.train.recompute = rc;
+    auto pc = make_parallel_ctx(Grid(1, 1, 1), MPI_COMM_SELF);
+    Trainer t(c, *pc, [](int64_t, int rows, int32_t* in, int32_t* tg) {
+      for (int i = 0; i < rows * 8; ++i) in[i] = tg[i] = i % 97;
+    });
+    const RankMemory mem = t.run_layout().memory(t.backend().traits());
+    const MemoryReport got = t.optimizer().memory();
+    SCOPED_TRACE(rc);
+    EXPECT_EQ(got.params, mem.master_params + mem.compute_weights);
+    EXPECT_EQ(got.grads, mem.grads);
+    EXPECT_EQ(got.optimizer, mem.optimizer);
+    EXPECT_EQ(got.activations, mem.activations + mem.scratch + mem.logits);
+    EXPECT_EQ(got.grad_buckets, mem.grad_buckets);
+    EXPECT_EQ(got.param_buckets, mem.param_gather);
+  }
+}
+
+}  // namespace
+}  // namespace loom
