@@ -94,8 +94,8 @@ struct DataLoader::Impl {
     } catch (const UserError& e) {
       throw UserError(str(key, ": ", e.what()));
     }
-    LOOM_USER_CHECK(mmidx::is_integer_dtype(ds->dtype_code()), key, ": ", ds->idx_path(), " holds ",
-                    mmidx::dtype_name(ds->dtype_code()), " values, not token ids");
+    LOOM_USER_CHECK(mmidx::is_integer_dtype(ds->dtype()), key, ": ", ds->idx_path(), " holds ",
+                    mmidx::dtype_name(ds->dtype()), " values, not token ids");
     open[prefix] = ds;
     return ds;
   }
