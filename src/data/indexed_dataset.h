@@ -73,7 +73,6 @@ class IndexedDataset {
   std::string idx_path() const { return prefix_ + ".idx"; }
   std::string bin_path() const { return prefix_ + ".bin"; }
   mmidx::IdxDType dtype() const { return dtype_; }
-  size_t item_size() const { return item_; }
 
   int64_t num_sequences() const { return num_seqs_; }
   int64_t num_documents() const { return num_docs1_ - 1; }
@@ -93,7 +92,6 @@ class IndexedDataset {
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
   // The raw bytes of sequence `seq` in .bin.
   const uint8_t* sequence_bytes(int64_t seq) const { return bin_.data() + sequence_pointer(seq); }
-  size_t bin_size() const { return bin_.size(); }
 
  private:
   template <typename T>
