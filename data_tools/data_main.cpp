@@ -93,7 +93,7 @@ int inspect(const Options& o) {
   std::unique_ptr<tok::Tokenizer> tk;
   if (!o.tokenizer.empty()) tk = tok::make_tokenizer(o.tokenizer, o.vocab, o.merges);
   std::printf("dataset    %s\n", ds.prefix().c_str());
-  std::printf("dtype      %s (code %d)\n", mmidx::dtype_name(ds.dtype_code()), ds.dtype_code());
+  std::printf("dtype      %s (code %d)\n", mmidx::dtype_name(ds.dtype()), int(ds.dtype()));
   std::printf("documents  %lld\nsequences  %lld\ntokens     %lld\n",
               static_cast<long long>(ds.num_documents()),
               static_cast<long long>(ds.num_sequences()), static_cast<long long>(ds.num_tokens()));
@@ -106,7 +106,7 @@ int inspect(const Options& o) {
         static_cast<long long>(lens.front()), percentile(lens, 0.1), percentile(lens, 0.5),
         percentile(lens, 0.9), percentile(lens, 0.99), static_cast<long long>(lens.back()),
         double(ds.num_tokens()) / double(lens.size()));
-  if (!mmidx::is_integer_dtype(ds.dtype_code())) {
+  if (!mmidx::is_integer_dtype(ds.dtype())) {
     std::printf("check      OK: header, document index and .bin size agree (not token ids)\n");
     return 0;
   }
@@ -192,12 +192,12 @@ int merge(const Options& o) {
   std::vector<std::unique_ptr<IndexedDataset>> ins;
   for (size_t i = 1; i < o.positional.size(); ++i)
     ins.push_back(std::make_unique<IndexedDataset>(o.positional[i]));
-  IndexedDatasetWriter w(o.positional[0], ins[0]->dtype_code());
+  IndexedDatasetWriter w(o.positional[0], ins[0]->dtype());
   for (const auto& d : ins) w.append(*d);
   w.finish();
   std::printf("loom-data: merged %zu datasets: %lld documents, %lld tokens (%s) -> %s.bin/.idx\n",
               ins.size(), static_cast<long long>(w.num_documents()),
-              static_cast<long long>(w.num_tokens()), mmidx::dtype_name(w.dtype_code()),
+              static_cast<long long>(w.num_tokens()), mmidx::dtype_name(w.dtype()),
               o.positional[0].c_str());
   return 0;
 }

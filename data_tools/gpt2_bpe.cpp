@@ -162,7 +162,6 @@ Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_pa
     list.push_back({key, {int32_t(list.size()), im->second}});
   }
   LOOM_USER_CHECK(!list.empty(), merges_path, ": no merges found");
-  num_merges_ = int(list.size());
   size_t cap = 1;
   while (cap < 2 * list.size()) cap <<= 1;
   pairs_.assign(cap, PairSlot());

@@ -23,7 +23,6 @@ class Gpt2Model {
   int eod() const { return eod_; }
   const std::string& token_bytes(int id) const { return id_bytes_[size_t(id)]; }
   int32_t byte_id(uint8_t b) const { return byte_id_[b]; }
-  int num_merges() const { return num_merges_; }
 
   // Rank and result of merging the adjacent tokens (a, b), or false if they do not merge.
   bool merge(int32_t a, int32_t b, int32_t* rank, int32_t* merged) const {
@@ -54,7 +53,7 @@ class Gpt2Model {
   int32_t byte_id_[256];
   std::vector<PairSlot> pairs_;
   size_t pair_mask_ = 0;
-  int eod_ = -1, num_merges_ = 0;
+  int eod_ = -1;
 };
 
 // One per worker thread: pre-tokenizes, then BPE-merges each piece, with a bounded cache of

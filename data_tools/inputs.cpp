@@ -26,9 +26,9 @@ bool format_of(const std::string& path, InputFormat* format) {
   std::string p = path;
   if (ends_with(p, ".gz")) p.resize(p.size() - 3);
   if (ends_with(p, ".txt") || ends_with(p, ".text"))
-    *format = InputFormat::kText;
+    *format = InputFormat::Text;
   else if (ends_with(p, ".jsonl") || ends_with(p, ".json") || ends_with(p, ".ndjson"))
-    *format = InputFormat::kJsonl;
+    *format = InputFormat::Jsonl;
   else
     return false;
   return true;
@@ -177,7 +177,7 @@ bool DocumentReader::next(Batch& b) {
     DocRef d;
     d.file = file;
     d.offset = b.text.size();
-    if (files_[file].format == InputFormat::kJsonl) {
+    if (files_[file].format == InputFormat::Jsonl) {
       const bool more = append_line(b.text);
       if (!more && b.text.size() == d.offset) {
         close();
@@ -191,7 +191,7 @@ bool DocumentReader::next(Batch& b) {
       }
       d.line = line_no_;
       d.json = true;
-    } else if (split_ == Split::kFile) {
+    } else if (split_ == Split::File) {
       do b.text.append(buf_.data() + pos_, len_ - pos_);
       while (fill());
       close();

@@ -9,11 +9,11 @@
 
 namespace loom::tok {
 
-enum class InputFormat { kText, kJsonl };
+enum class InputFormat { Text, Jsonl };
 
 struct InputFile {
   std::string path;
-  InputFormat format = InputFormat::kText;
+  InputFormat format = InputFormat::Text;
   uint64_t size = 0;  // bytes on disk (compressed size for .gz)
 };
 
@@ -41,7 +41,7 @@ struct Batch {
 // is read through zlib's gzread, which passes uncompressed files through unchanged.
 class DocumentReader {
  public:
-  enum class Split { kFile, kParagraph };
+  enum class Split { File, Paragraph };
   DocumentReader(const std::vector<InputFile>& files, Split split, size_t batch_bytes);
   ~DocumentReader();
   DocumentReader(const DocumentReader&) = delete;

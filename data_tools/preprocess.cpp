@@ -110,8 +110,8 @@ PreprocessSummary preprocess(const PreprocessOptions& opt, const Tokenizer& toke
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   IndexedDatasetWriter writer(opt.output_prefix, sum.dtype);
   DocumentReader reader(files,
-                        opt.split_docs == "paragraph" ? DocumentReader::Split::kParagraph
-                                                      : DocumentReader::Split::kFile,
+                        opt.split_docs == "paragraph" ? DocumentReader::Split::Paragraph
+                                                      : DocumentReader::Split::File,
                         opt.batch_bytes);
 
   // Workers take jobs from `pending`; the writer waits on the oldest job of `inflight`.

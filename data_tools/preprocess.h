@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data/indexed_dataset.h"
 #include "data_tools/tokenizer.h"
 
 namespace loom::tok {
@@ -29,7 +30,7 @@ struct PreprocessSummary {
   int64_t bad_skipped = 0;    // malformed JSONL lines skipped (--skip-bad)
   int64_t input_files = 0;
   double seconds = 0;
-  int dtype = 0;
+  mmidx::IdxDType dtype = mmidx::IdxDType::UInt16;
 };
 
 // Runs the whole job. Every problem is a UserError naming the file (and line) and the fix; no

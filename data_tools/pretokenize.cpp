@@ -9,15 +9,15 @@ namespace loom::tok {
 
 const uint8_t* class_table() {
   static const std::vector<uint8_t> table = [] {
-    std::vector<uint8_t> t(0x110000, kOther);
+    std::vector<uint8_t> t(0x110000, uint8_t(CharClass::Other));
     for (UChar32 c = 0; c < 0x110000; ++c) {
       const uint32_t mask = U_GET_GC_MASK(c);
       if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE))
-        t[size_t(c)] = kSpace;
+        t[size_t(c)] = uint8_t(CharClass::Space);
       else if (mask & U_GC_L_MASK)
-        t[size_t(c)] = kLetter;
+        t[size_t(c)] = uint8_t(CharClass::Letter);
       else if (mask & U_GC_N_MASK)
-        t[size_t(c)] = kNumber;
+        t[size_t(c)] = uint8_t(CharClass::Number);
     }
     return t;
   }();
@@ -47,16 +47,16 @@ size_t PreTokenizer::next(const uint8_t* s, size_t n, size_t p) const {
   if (c == ' ' && p + 1 < n) {
     int len2;
     const CharClass k2 = class_at(s, n, p + 1, &len2);
-    if (k2 != kSpace) return run_end(s, n, p + 1, k2);
+    if (k2 != CharClass::Space) return run_end(s, n, p + 1, k2);
   }
-  if (k != kSpace) return run_end(s, n, p, k);
+  if (k != CharClass::Space) return run_end(s, n, p, k);
   // "\s+(?!\S)" then "\s+": a whitespace run that reaches the end is taken whole; one followed
   // by a non-space gives up its last character (which then starts the next piece), unless it
   // is a single character, which "\s+" takes alone.
   size_t e = p, last = p;
   while (e < n) {
     int l;
-    if (class_at(s, n, e, &l) != kSpace) break;
+    if (class_at(s, n, e, &l) != CharClass::Space) break;
     last = e;
     e += size_t(l);
   }

@@ -9,9 +9,9 @@ namespace loom::tok {
 
 // \p{L} = general category L*, \p{N} = N*, \s = Unicode White_Space (what Python's `regex`
 // module, used by OpenAI's encoder.py, matches; JavaScript's \s differs on U+0085 and U+FEFF).
-enum CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+enum class CharClass : uint8_t { Other = 0, Letter = 1, Number = 2, Space = 3 };
 
-// The class of every code point 0..0x10FFFF, built once from ICU (thread-safe).
+// The class of every code point 0..0x10FFFF as a CharClass byte, built once from ICU (thread-safe).
 const uint8_t* class_table();
 
 // Strict UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). Returns the
@@ -55,11 +55,11 @@ class PreTokenizer {
   CharClass class_at(const uint8_t* s, size_t n, size_t p, int* len) const {
     if (s[p] < 0x80) {
       *len = 1;
-      return CharClass(table_[s[p]]);
+      return static_cast<CharClass>(table_[s[p]]);
     }
     int32_t cp;
     *len = utf8_next(s + p, n - p, &cp);
-    return cp < 0 ? kOther : CharClass(table_[cp]);
+    return cp < 0 ? CharClass::Other : static_cast<CharClass>(table_[cp]);
   }
   size_t run_end(const uint8_t* s, size_t n, size_t p, CharClass k) const;
   const uint8_t* table_;

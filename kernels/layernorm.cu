@@ -1,4 +1,4 @@
-// LayerNorm cuda twin: warp-per-row forward (+ fused residual) and backward; column-reduced dw/db.
+// LayerNorm cuda twin: warp-per-row forward and backward; column-reduced dw/db.
 #include <initializer_list>
 
 #include "kernels/cuda_common.cuh"
@@ -10,8 +10,8 @@ namespace {
 constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kRowBlock = 32 * kRowsPerBlock;
 
-// out = (x - mean) * rstd * w + b for one row held at x (already final values). Two-pass
-// variance as the cpu twin. Called by a whole warp.
+// out = (x - mean) * rstd * w + b for the row at x. Two-pass variance as the cpu twin. Called by
+// a whole warp.
 template <int V, typename T>
 __device__ __forceinline__ void normalize_row(T* o, const T* x, const T* w, const T* b, int C,
                                               int lane, float* mean_out, float* rstd_out) {
@@ -58,30 +58,6 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   if (row >= N) return;  // the whole warp leaves; no block barriers in this kernel
   const size_t off = (size_t)row * C;
   normalize_row<V>(out + off, inp + off, w, b, C, lane, mean ? mean + row : nullptr,
-                   rstd ? rstd + row : nullptr);
-}
-
-// residual = a + r (stored, rounded to T), then out = LayerNorm(residual) of the stored values.
-// Each lane re-reads only the elements it wrote itself, so no barrier is needed. In fp16 a sum
-// beyond 65504 is stored as inf (its row's output becomes NaN): the overflow is meant to reach
-// the loss scaler's non-finite check, not to be clamped here.
-template <int V, typename T>
-__global__ void residual_layernorm_forward_kernel(T* residual, T* out, float* mean, float* rstd,
-                                                  const T* a, const T* r, const T* w, const T* b,
-                                                  int N, int C) {
-  const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= N) return;
-  const size_t off = (size_t)row * C;
-  for (int c = lane * V; c < C; c += 32 * V) {
-    float av[V], rv[V];
-    load_f<V>(a + off + c, av);
-    load_f<V>(r + off + c, rv);
-#pragma unroll
-    for (int k = 0; k < V; k++) av[k] += rv[k];
-    store_f<V>(residual + off + c, av);
-  }
-  normalize_row<V>(out + off, residual + off, w, b, C, lane, mean ? mean + row : nullptr,
                    rstd ? rstd + row : nullptr);
 }
 
@@ -185,25 +161,6 @@ void forward(H* out, float* mean, float* rstd, const H* inp, const H* w, const H
 }
 
 template <typename H>
-void residual_forward(H* residual, H* out, float* mean, float* rstd, const H* a, const H* r,
-                      const H* w, const H* b, int N, int C, void* stream) {
-  using T = dev_t<H>;
-  if (N <= 0 || C <= 0) return;
-  const unsigned grid = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  cudaStream_t s = as_stream(stream);
-  if (rows_vectorizable<T>(C, {residual, out, a, r, w, b})) {
-    LOOM_LAUNCH(residual_layernorm_forward_kernel<Pack128<T>::kSize>, grid, kRowBlock, 0, s)
-    (dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w), dev_ptr(b), N,
-     C);
-  } else {
-    LOOM_LAUNCH(residual_layernorm_forward_kernel<1>, grid, kRowBlock, 0, s)
-    (dev_ptr(residual), dev_ptr(out), mean, rstd, dev_ptr(a), dev_ptr(r), dev_ptr(w), dev_ptr(b), N,
-     C);
-  }
-  LOOM_CUDA_CHECK_LAUNCH();
-}
-
-template <typename H>
 void backward(H* dinp, float* dw, float* db, const H* dout, const H* inp, const H* w,
               const float* mean, const float* rstd, int N, int C, void* stream) {
   using T = dev_t<H>;
@@ -237,21 +194,6 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
 void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const f16* w,
                        const f16* b, int N, int C, void* stream) {
   forward(out, mean, rstd, inp, w, b, N, C, stream);
-}
-void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
-                                const float* a, const float* r, const float* w, const float* b,
-                                int N, int C, void* stream) {
-  residual_forward(residual, out, mean, rstd, a, r, w, b, N, C, stream);
-}
-void residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a,
-                                const bf16* r, const bf16* w, const bf16* b, int N, int C,
-                                void* stream) {
-  residual_forward(residual, out, mean, rstd, a, r, w, b, N, C, stream);
-}
-void residual_layernorm_forward(f16* residual, f16* out, float* mean, float* rstd, const f16* a,
-                                const f16* r, const f16* w, const f16* b, int N, int C,
-                                void* stream) {
-  residual_forward(residual, out, mean, rstd, a, r, w, b, N, C, stream);
 }
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int N, int C,

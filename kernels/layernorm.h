@@ -34,18 +34,6 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
 void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const f16* w,
                        const f16* b, int N, int C, void* stream);
 
-// Fused residual add + LayerNorm: residual (N, C) = a + r (stored), out = LayerNorm(residual).
-// Equal to residual_forward followed by layernorm_forward, in one read of a and r.
-void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
-                                const float* a, const float* r, const float* w, const float* b,
-                                int N, int C, void* stream);
-void residual_layernorm_forward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a,
-                                const bf16* r, const bf16* w, const bf16* b, int N, int C,
-                                void* stream);
-void residual_layernorm_forward(f16* residual, f16* out, float* mean, float* rstd, const f16* a,
-                                const f16* r, const f16* w, const f16* b, int N, int C,
-                                void* stream);
-
 // dw, db reduced over rows in a fixed order (deterministic, no atomics).
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int N, int C,

@@ -44,14 +44,14 @@ int abort_job(const char* what, int world) {
   return 1;
 }
 
-int dispatch(const loom::cli::Args& a, int rank) {
+int dispatch(const loom::cli::Args& a, int rank, loom::cli::Phase& phase) {
   using namespace loom::cli;
   if (a.help || a.command.empty()) {
     if (rank == 0) std::fputs(kUsage, a.help ? stdout : stderr);
     return a.help ? 0 : 2;
   }
-  if (a.command == "train") return cmd_train(a);
-  if (a.command == "eval") return cmd_eval(a);
+  if (a.command == "train") return cmd_train(a, phase);
+  if (a.command == "eval") return cmd_eval(a, phase);
   if (a.command == "generate") return cmd_generate(a);
   if (a.command == "export") return cmd_export(a);
   if (a.command == "plan") return cmd_plan(a);
@@ -66,14 +66,15 @@ int main(int argc, char** argv) {
   loom::ensure_fast_blas(argv);
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1, code = 0;
+  loom::cli::Phase phase = loom::cli::Phase::StartUp;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   try {
-    code = dispatch(loom::cli::parse_args(argc, argv), rank);
+    code = dispatch(loom::cli::parse_args(argc, argv), rank, phase);
   } catch (const loom::ReportedError& e) {
     code = e.code;
   } catch (const loom::UserError& e) {
-    if (loom::cli::g_running) {
+    if (phase == loom::cli::Phase::Running) {
       code = abort_job(e.what(), world);
     } else {  // before start-up finished every rank sees the same input: rank 0 speaks
       if (rank == 0) std::fprintf(stderr, "loom: error: %s\n", e.what());

@@ -15,13 +15,12 @@
 namespace loom_emu::rt {
 namespace {
 
-enum : uint8_t {
-  kInit = 1,       // written by this block
-  kWrite = 2,      // written in this epoch (by `writer`)
-  kRead = 4,       // read in this epoch (by `reader`)
-  kMultiRead = 8,  // read by more than one thread in this epoch
-  kAtomic = 16,    // the epoch's writes were atomic
-};
+// Bits of Cell::flags.
+constexpr uint8_t kInit = 1;       // written by this block
+constexpr uint8_t kWrite = 2;      // written in this epoch (by `writer`)
+constexpr uint8_t kRead = 4;       // read in this epoch (by `reader`)
+constexpr uint8_t kMultiRead = 8;  // read by more than one thread in this epoch
+constexpr uint8_t kAtomic = 16;    // the epoch's writes were atomic
 constexpr uint16_t kManyThreads = 0xffff;
 
 struct Cell {

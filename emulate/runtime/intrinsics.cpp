@@ -93,22 +93,22 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t bits, int arg, int wid
   const uint64_t* v = w.vals[buf];
   const int lane = t.lane;
   switch (op) {
-    case kShflIdx:
+    case WarpOp::ShflIdx:
       return v[((arg % 32) + 32) % 32];
-    case kShflXor:
+    case WarpOp::ShflXor:
       return v[(lane ^ arg) & 31];
-    case kShflDown:
+    case WarpOp::ShflDown:
       return lane + arg < 32 ? v[lane + arg] : v[lane];
-    case kShflUp:
+    case WarpOp::ShflUp:
       return lane - arg >= 0 ? v[lane - arg] : v[lane];
     default:
       break;
   }
   unsigned ballot = 0;
   for (int l = 0; l < 32; l++) ballot |= (v[l] ? 1u : 0u) << l;
-  if (op == kBallot) return ballot;
-  if (op == kAny) return ballot != 0;
-  return ballot == 0xffffffffu;  // kAll
+  if (op == WarpOp::Ballot) return ballot;
+  if (op == WarpOp::Any) return ballot != 0;
+  return ballot == 0xffffffffu;  // WarpOp::All
 }
 
 }  // namespace loom_emu::detail

@@ -3,6 +3,7 @@
 
 #include "backend/backend.h"
 #include "core/check.h"
+#include "kernels/add_inplace.h"
 #include "kernels/attention.h"
 #include "kernels/bias_residual.h"
 #include "kernels/classifier.h"
@@ -12,7 +13,6 @@
 #include "kernels/global_norm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
-#include "kernels/residual.h"
 
 namespace loom {
 namespace {

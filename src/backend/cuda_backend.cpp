@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "core/check.h"
 #include "kernels/adamw.h"
+#include "kernels/add_inplace.h"
 #include "kernels/attention.h"
 #include "kernels/bias_residual.h"
 #include "kernels/cross_entropy.h"
@@ -19,7 +20,6 @@
 #include "kernels/global_norm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
-#include "kernels/residual.h"
 
 namespace loom {
 namespace {

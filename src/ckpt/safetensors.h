@@ -11,7 +11,8 @@ namespace loom {
 
 // Element types named by the safetensors format. Only the floating ones can be read as fp32;
 // the others are accepted in a file (their byte ranges are validated) so that unrelated
-// entries do not stop a load.
+// entries do not stop a load. The enumerators keep the format's own spellings ("BF16",
+// "F8_E4M3", ...) rather than loom's CamelCase, so that each reads as the header string it is.
 enum class StDtype { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
 
 struct StTensorInfo {

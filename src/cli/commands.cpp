@@ -25,8 +25,6 @@
 
 namespace loom::cli {
 
-bool g_running = false;
-
 namespace {
 
 int world_size() {
@@ -90,19 +88,19 @@ void need_one_process(const char* cmd) {
 
 }  // namespace
 
-int cmd_train(const Args& a) {
+int cmd_train(const Args& a, Phase& phase) {
   if (a.operands.size() != 1)
     throw UserError("loom train needs one config file: loom train CONFIG.yaml [--set k=v]...");
   Job j = start(a.operands[0], a.overrides);
   collectively([&] { j.trainer->init_weights(); });
   j.trainer->resume();
   install_stop_signals();
-  g_running = true;
+  phase = Phase::Running;
   j.trainer->run();
   return 0;
 }
 
-int cmd_eval(const Args& a) {
+int cmd_eval(const Args& a, Phase& phase) {
   if (a.operands.size() != 1 || option(a, "--checkpoint", "").empty())
     throw UserError(
         "loom eval needs a config and a checkpoint: loom eval CONFIG.yaml --checkpoint DIR");
@@ -111,7 +109,7 @@ int cmd_eval(const Args& a) {
     throw UserError(
         str("loom eval: ", a.operands[0], " has no validation data; set data.valid or data.split"));
   collectively([&] { j.trainer->load(resolve_checkpoint_dir(option(a, "--checkpoint", ""))); });
-  g_running = true;
+  phase = Phase::Running;
   const int iters = j.cfg.train.eval_iters;
   double loss = j.trainer->evaluate(iters);
   info(str("eval: val loss ", loss, " | perplexity ", std::exp(loss), " | ", iters, " batches of ",

@@ -4,11 +4,13 @@
 
 namespace loom::cli {
 
-// Set once every rank is past start-up: from then on an error on one rank aborts the job.
-extern bool g_running;
+// How far a command has got, owned by the caller (main) and advanced by the command. Before
+// every rank is past start-up, every rank sees the same input and fails alike; from Running on,
+// an error may be on one rank alone, and the caller aborts the whole job.
+enum class Phase { StartUp, Running };
 
-int cmd_train(const Args& a);
-int cmd_eval(const Args& a);
+int cmd_train(const Args& a, Phase& phase);
+int cmd_eval(const Args& a, Phase& phase);
 int cmd_generate(const Args& a);
 int cmd_export(const Args& a);
 

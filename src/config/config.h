@@ -23,7 +23,6 @@ struct ModelConfig {
   double dropout = 0.0;
 
   int positions() const { return max_positions > 0 ? max_positions : seq_len; }
-  int head_dim() const { return d_model / n_head; }
   int padded_vocab(int tp) const {
     int m = 128 * tp;
     return (vocab_size + m - 1) / m * m;

@@ -18,10 +18,6 @@ void info(const Args&... args) {  // rank 0 only
   if (is_log_rank()) log_line(str(args...), false);
 }
 template <typename... Args>
-void info_all(const Args&... args) {  // every rank
-  log_line(str(args...), false);
-}
-template <typename... Args>
 void warn(const Args&... args) {
   log_line(str("warning: ", args...), true);
 }

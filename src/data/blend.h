@@ -18,7 +18,6 @@ class BlendIndex {
   static constexpr int64_t kPeriod = 1 << 16;
   explicit BlendIndex(const std::vector<double>& weights, int64_t period = kPeriod);
 
-  int num_datasets() const { return int(weights_.size()); }
   const std::vector<double>& weights() const { return weights_; }  // normalized
   // Global sample i -> (dataset d, k): the k-th sample (0-based) drawn from d.
   std::pair<int, int64_t> locate(int64_t i) const;

@@ -17,17 +17,23 @@ namespace loom {
 
 namespace mmidx {
 bool valid_dtype(int code) { return code >= 1 && code <= 8; }
-size_t dtype_size(int code) {
+size_t dtype_size(IdxDType t) {
   static const size_t sizes[9] = {0, 1, 1, 2, 4, 8, 8, 4, 2};
+  const int code = int(t);
   return valid_dtype(code) ? sizes[code] : 0;
 }
-const char* dtype_name(int code) {
+const char* dtype_name(IdxDType t) {
   static const char* names[9] = {"invalid", "uint8", "int8",    "int16",  "int32",
                                  "int64",   "float64", "float32", "uint16"};
+  const int code = int(t);
   return valid_dtype(code) ? names[code] : names[0];
 }
-bool is_integer_dtype(int code) { return valid_dtype(code) && code != kFloat64 && code != kFloat32; }
-int dtype_for_vocab(int64_t vocab_size) { return vocab_size < 65500 ? kUInt16 : kInt32; }
+bool is_integer_dtype(IdxDType t) {
+  return valid_dtype(int(t)) && t != IdxDType::Float64 && t != IdxDType::Float32;
+}
+IdxDType dtype_for_vocab(int64_t vocab_size) {
+  return vocab_size < 65500 ? IdxDType::UInt16 : IdxDType::Int32;
+}
 }  // namespace mmidx
 
 // ---- MappedFile ------------------------------------------------------------------------
@@ -90,9 +96,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   uint64_t version = load<uint64_t>(p + 9);
   LOOM_USER_CHECK(version == mmidx::kVersion, ip, ": unsupported MMIDIDX version ", version,
                   " (only version 1 is defined)");
-  dtype_ = p[17];
-  LOOM_USER_CHECK(mmidx::valid_dtype(dtype_), ip, ": dtype code ", dtype_,
+  const int code = p[17];
+  LOOM_USER_CHECK(mmidx::valid_dtype(code), ip, ": dtype code ", code,
                   " is out of range (Megatron codes are 1..8)", corrupt);
+  dtype_ = mmidx::IdxDType(code);
   item_ = mmidx::dtype_size(dtype_);
   uint64_t s = load<uint64_t>(p + 18), d1 = load<uint64_t>(p + 26);
   const uint64_t cap = uint64_t(n);  // each entry takes at least 1 byte: cheap overflow guard
@@ -156,22 +163,22 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   if (count == 0) return;  // out may be null then, and an empty .bin maps to no address
   const uint8_t* p = bin_.data() + sequence_pointer(seq) + offset * int64_t(item_);
   switch (dtype_) {
-    case mmidx::kUInt16:
+    case mmidx::IdxDType::UInt16:
       for (int64_t i = 0; i < count; ++i) out[i] = load<uint16_t>(p + 2 * i);
       break;
-    case mmidx::kInt32:
+    case mmidx::IdxDType::Int32:
       std::memcpy(out, p, size_t(count) * 4);
       break;
-    case mmidx::kUInt8:
+    case mmidx::IdxDType::UInt8:
       for (int64_t i = 0; i < count; ++i) out[i] = p[i];
       break;
-    case mmidx::kInt8:
+    case mmidx::IdxDType::Int8:
       for (int64_t i = 0; i < count; ++i) out[i] = int8_t(p[i]);
       break;
-    case mmidx::kInt16:
+    case mmidx::IdxDType::Int16:
       for (int64_t i = 0; i < count; ++i) out[i] = load<int16_t>(p + 2 * i);
       break;
-    case mmidx::kInt64:
+    case mmidx::IdxDType::Int64:
       for (int64_t i = 0; i < count; ++i) {
         int64_t v = load<int64_t>(p + 8 * i);
         LOOM_USER_CHECK(v >= std::numeric_limits<int32_t>::min() &&
@@ -187,10 +194,11 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
 }
 
 // ---- writer ----------------------------------------------------------------------------
-IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int dtype_code, size_t spill)
-    : prefix_(prefix), dtype_(dtype_code), spill_(std::max<size_t>(spill, 1)) {
-  LOOM_CHECK(mmidx::is_integer_dtype(dtype_code), "writer dtype code ", dtype_code);
-  item_ = mmidx::dtype_size(dtype_code);
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, mmidx::IdxDType dtype,
+                                           size_t spill)
+    : prefix_(prefix), dtype_(dtype), spill_(std::max<size_t>(spill, 1)) {
+  LOOM_CHECK(mmidx::is_integer_dtype(dtype), "writer dtype code ", int(dtype));
+  item_ = mmidx::dtype_size(dtype);
   const std::string tag = ".tmp-" + std::to_string(::getpid());
   bin_tmp_ = prefix + ".bin" + tag;
   idx_tmp_ = prefix + ".idx" + tag;
@@ -252,15 +260,15 @@ static void convert(const int32_t* src, size_t n, uint8_t* dst) {
 void IndexedDatasetWriter::add_sequence(const int32_t* tokens, size_t n) {
   LOOM_CHECK(!finished_, "add_sequence after finish");
   LOOM_CHECK(n <= size_t(std::numeric_limits<int32_t>::max()), "sequence of ", n, " tokens");
-  if (dtype_ == mmidx::kInt32) {
+  if (dtype_ == mmidx::IdxDType::Int32) {
     write_bytes(tokens, n * 4);
   } else {
     int64_t lo = 0, hi = 0;
     switch (dtype_) {
-      case mmidx::kUInt16: hi = 65535; break;
-      case mmidx::kUInt8: hi = 255; break;
-      case mmidx::kInt8: lo = -128, hi = 127; break;
-      case mmidx::kInt16: lo = -32768, hi = 32767; break;
+      case mmidx::IdxDType::UInt16: hi = 65535; break;
+      case mmidx::IdxDType::UInt8: hi = 255; break;
+      case mmidx::IdxDType::Int8: lo = -128, hi = 127; break;
+      case mmidx::IdxDType::Int16: lo = -32768, hi = 32767; break;
       default: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
     }
     for (size_t i = 0; i < n; ++i)
@@ -268,10 +276,10 @@ void IndexedDatasetWriter::add_sequence(const int32_t* tokens, size_t n) {
                       " does not fit the ", mmidx::dtype_name(dtype_), " dtype");
     conv_.resize(n * item_);
     switch (dtype_) {
-      case mmidx::kUInt16: convert<uint16_t>(tokens, n, conv_.data()); break;
-      case mmidx::kUInt8: convert<uint8_t>(tokens, n, conv_.data()); break;
-      case mmidx::kInt8: convert<int8_t>(tokens, n, conv_.data()); break;
-      case mmidx::kInt16: convert<int16_t>(tokens, n, conv_.data()); break;
+      case mmidx::IdxDType::UInt16: convert<uint16_t>(tokens, n, conv_.data()); break;
+      case mmidx::IdxDType::UInt8: convert<uint8_t>(tokens, n, conv_.data()); break;
+      case mmidx::IdxDType::Int8: convert<int8_t>(tokens, n, conv_.data()); break;
+      case mmidx::IdxDType::Int16: convert<int16_t>(tokens, n, conv_.data()); break;
       default: convert<int64_t>(tokens, n, conv_.data());
     }
     write_bytes(conv_.data(), conv_.size());
@@ -287,9 +295,9 @@ void IndexedDatasetWriter::add_document(const int32_t* tokens, size_t n) {
 }
 
 void IndexedDatasetWriter::append(const IndexedDataset& src) {
-  LOOM_USER_CHECK(src.dtype_code() == dtype_, src.idx_path(), ": dtype ",
-                  mmidx::dtype_name(src.dtype_code()), " differs from the output's ",
-                  mmidx::dtype_name(dtype_), "; merge datasets made with the same tokenizer");
+  LOOM_USER_CHECK(src.dtype() == dtype_, src.idx_path(), ": dtype ", mmidx::dtype_name(src.dtype()),
+                  " differs from the output's ", mmidx::dtype_name(dtype_),
+                  "; merge datasets made with the same tokenizer");
   const int64_t base = seqs_;
   for (int64_t s = 0; s < src.num_sequences(); ++s) {
     const int32_t len = src.sequence_length(s);

@@ -25,14 +25,23 @@ namespace mmidx {
 constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 constexpr size_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;  // 34
-enum DType : int { kUInt8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat64 = 6,
-                   kFloat32 = 7, kUInt16 = 8 };
-bool valid_dtype(int code);
-size_t dtype_size(int code);       // bytes per element (code must be valid)
-const char* dtype_name(int code);  // "uint16", ... or "invalid"
-bool is_integer_dtype(int code);
+// The dtype codes of the format: the numbers are what the .idx byte holds.
+enum class IdxDType : uint8_t {
+  UInt8 = 1,
+  Int8 = 2,
+  Int16 = 3,
+  Int32 = 4,
+  Int64 = 5,
+  Float64 = 6,
+  Float32 = 7,
+  UInt16 = 8,
+};
+bool valid_dtype(int code);          // a code as read from a file
+size_t dtype_size(IdxDType t);       // bytes per element (0 for an invalid value)
+const char* dtype_name(IdxDType t);  // "uint16", ... or "invalid"
+bool is_integer_dtype(IdxDType t);
 // Megatron's choice for token files: uint16 when the vocabulary has fewer than 65500 ids.
-int dtype_for_vocab(int64_t vocab_size);
+IdxDType dtype_for_vocab(int64_t vocab_size);
 }  // namespace mmidx
 
 // A read-only memory map of a whole file (empty files map to nullptr/0).
@@ -63,8 +72,7 @@ class IndexedDataset {
   const std::string& prefix() const { return prefix_; }
   std::string idx_path() const { return prefix_ + ".idx"; }
   std::string bin_path() const { return prefix_ + ".bin"; }
-  int dtype_code() const { return dtype_; }
-  size_t item_size() const { return item_; }
+  mmidx::IdxDType dtype() const { return dtype_; }
 
   int64_t num_sequences() const { return num_seqs_; }
   int64_t num_documents() const { return num_docs1_ - 1; }
@@ -84,7 +92,6 @@ class IndexedDataset {
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
   // The raw bytes of sequence `seq` in .bin.
   const uint8_t* sequence_bytes(int64_t seq) const { return bin_.data() + sequence_pointer(seq); }
-  size_t bin_size() const { return bin_.size(); }
 
  private:
   template <typename T>
@@ -95,7 +102,7 @@ class IndexedDataset {
   }
   std::string prefix_;
   MappedFile idx_, bin_;
-  int dtype_ = 0;
+  mmidx::IdxDType dtype_ = mmidx::IdxDType::UInt16;
   size_t item_ = 0;
   int64_t num_seqs_ = 0, num_docs1_ = 0, num_tokens_ = 0;
   const uint8_t* sizes_ = nullptr;     // int32[S]
@@ -109,7 +116,8 @@ class IndexedDataset {
 // Destroying an unfinished writer removes every temporary file: no partial output remains.
 class IndexedDatasetWriter {
  public:
-  IndexedDatasetWriter(const std::string& prefix, int dtype_code, size_t spill = size_t(1) << 20);
+  IndexedDatasetWriter(const std::string& prefix, mmidx::IdxDType dtype,
+                       size_t spill = size_t(1) << 20);
   ~IndexedDatasetWriter();
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
   IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
@@ -126,7 +134,7 @@ class IndexedDatasetWriter {
   int64_t num_documents() const { return docs1_ - 1; }
   int64_t num_sequences() const { return seqs_; }
   int64_t num_tokens() const { return tokens_; }
-  int dtype_code() const { return dtype_; }
+  mmidx::IdxDType dtype() const { return dtype_; }
 
  private:
   void write_bytes(const void* p, size_t n);
@@ -137,7 +145,7 @@ class IndexedDatasetWriter {
   void discard();
 
   std::string prefix_, bin_tmp_, idx_tmp_, sizes_tmp_, docs_tmp_;
-  int dtype_;
+  mmidx::IdxDType dtype_;
   size_t item_, spill_;
   std::FILE* bin_ = nullptr;
   std::FILE* sizes_f_ = nullptr;  // spilled sizes (int32), opened on the first spill

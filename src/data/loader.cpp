@@ -94,8 +94,8 @@ struct DataLoader::Impl {
     } catch (const UserError& e) {
       throw UserError(str(key, ": ", e.what()));
     }
-    LOOM_USER_CHECK(mmidx::is_integer_dtype(ds->dtype_code()), key, ": ", ds->idx_path(), " holds ",
-                    mmidx::dtype_name(ds->dtype_code()), " values, not token ids");
+    LOOM_USER_CHECK(mmidx::is_integer_dtype(ds->dtype()), key, ": ", ds->idx_path(), " holds ",
+                    mmidx::dtype_name(ds->dtype()), " values, not token ids");
     open[prefix] = ds;
     return ds;
   }
@@ -201,7 +201,6 @@ void DataLoader::valid_batch(int64_t first, int rows, int32_t* inputs, int32_t* 
 
 int64_t DataLoader::train_samples_per_epoch() const { return impl_->train.samples_per_epoch; }
 int64_t DataLoader::valid_samples() const { return impl_->valid.samples_per_epoch; }
-int DataLoader::num_train_datasets() const { return int(impl_->train.sources.size()); }
 std::pair<int, int64_t> DataLoader::train_source(int64_t i) const { return impl_->train.locate(i); }
 
 std::string DataLoader::describe() const {

@@ -33,7 +33,6 @@ class DataLoader {
 
   // Added by the data module (see docs/data.md, "Sample order"):
   int64_t valid_samples() const;  // samples in one pass over the validation set (0: none)
-  int num_train_datasets() const;
   // Which dataset (index into the train list) and which of its samples global sample i uses.
   std::pair<int, int64_t> train_source(int64_t i) const;
 

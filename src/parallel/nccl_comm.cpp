@@ -135,14 +135,14 @@ NcclComm::Impl::~Impl() {
   }
   for (ncclComm_t c : all)
     if (c != nullptr) idle ? ncclCommDestroy(c) : ncclCommAbort(c);
-  for (int d : {kUp, kDown}) {
-    for (Staging& s : staging[d]) {
+  for (Dir d : {Dir::Up, Dir::Down}) {
+    for (Staging& s : staging[int(d)]) {
       if (s.ptr != nullptr) cudaFree(s.ptr);  // stream-ordered memory may be freed this way too
       if (s.sent != nullptr) cudaEventDestroy(s.sent);
     }
-    if (ready[d] != nullptr) cudaEventDestroy(ready[d]);
-    if (drained[d] != nullptr) cudaEventDestroy(drained[d]);
-    if (send_stream[d] != nullptr) cudaStreamDestroy(send_stream[d]);
+    if (ready[int(d)] != nullptr) cudaEventDestroy(ready[int(d)]);
+    if (drained[int(d)] != nullptr) cudaEventDestroy(drained[int(d)]);
+    if (send_stream[int(d)] != nullptr) cudaStreamDestroy(send_stream[int(d)]);
   }
   cudaGetLastError();
 }

@@ -13,7 +13,8 @@
 namespace loom {
 namespace nccl_detail {
 
-enum Dir { kUp = 0, kDown = 1 };    // toward rank+1 (activations), toward rank-1 (gradients)
+// The direction of a p2p send, and the index of the per-direction arrays of NcclComm::Impl.
+enum class Dir { Up = 0, Down = 1 };  // toward rank+1 (activations), toward rank-1 (gradients)
 constexpr size_t kMaxStaging = 64;  // staging buffers per direction before a send waits
 
 // Throw InternalError naming the call, the communicator (what), the world rank and the error.
@@ -57,7 +58,7 @@ struct NcclComm::Impl {
   void wait(cudaEvent_t ev, std::initializer_list<ncclComm_t> comms, const char* call) const;
   void setup_p2p(MPI_Comm mpi);  // nccl_p2p.cpp
   void connect_p2p();
-  size_t staging_slot(int d, size_t bytes);
+  size_t staging_slot(nccl_detail::Dir d, size_t bytes);
   void* alloc(size_t bytes);
   void release(void* p);
   ~Impl();

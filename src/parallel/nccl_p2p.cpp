@@ -49,7 +49,7 @@ namespace {
 
 // Whether some rank of a size-n axis sends in direction d from a rank of parity p (the first
 // candidate: rank p upward, rank 1 or 2 downward).
-bool p2p_used(int d, int p, int n) { return d == kUp ? p + 1 < n : (p == 1 ? 1 : 2) < n; }
+bool p2p_used(Dir d, int p, int n) { return d == Dir::Up ? p + 1 < n : (p == 1 ? 1 : 2) < n; }
 
 }  // namespace
 
@@ -61,22 +61,22 @@ void NcclComm::Impl::setup_p2p(MPI_Comm mpi) {
   cuda(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
        "cudaDeviceGetAttribute");
   pools = supported != 0;
-  for (int d : {kUp, kDown})
+  for (Dir d : {Dir::Up, Dir::Down})
     for (int p : {0, 1})
       if (p2p_used(d, p, size))
-        p2p_comm[d][p] = init(mpi, str(what, " p2p to ", d == kUp ? "next" : "previous", " from ",
-                                       p ? "odd" : "even", " ranks"));
+        p2p_comm[int(d)][p] = init(mpi, str(what, " p2p to ", d == Dir::Up ? "next" : "previous",
+                                            " from ", p ? "odd" : "even", " ranks"));
   int least = 0, greatest = 0;  // numerically lower is higher priority
   cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-  for (int d : {kUp, kDown}) {
-    const int peer = d == kUp ? rank + 1 : rank - 1;
+  for (Dir d : {Dir::Up, Dir::Down}) {
+    const int peer = d == Dir::Up ? rank + 1 : rank - 1;
     if (peer < 0 || peer >= size) continue;
     // Non-blocking: no implicit wait on the legacy default stream (a cudaMemcpy there must not
     // queue behind a send that waits for its peer).
-    cuda(cudaStreamCreateWithPriority(&send_stream[d], cudaStreamNonBlocking, greatest),
+    cuda(cudaStreamCreateWithPriority(&send_stream[int(d)], cudaStreamNonBlocking, greatest),
          "cudaStreamCreateWithPriority");
-    cuda(cudaEventCreateWithFlags(&ready[d], cudaEventDisableTiming), "cudaEventCreate");
-    cuda(cudaEventCreateWithFlags(&drained[d], cudaEventDisableTiming), "cudaEventCreate");
+    cuda(cudaEventCreateWithFlags(&ready[int(d)], cudaEventDisableTiming), "cudaEventCreate");
+    cuda(cudaEventCreateWithFlags(&drained[int(d)], cudaEventDisableTiming), "cudaEventCreate");
   }
   connect_p2p();
 }
@@ -105,14 +105,14 @@ void NcclComm::Impl::connect_p2p() {
   cuda(cudaMalloc(&scratch, 2), "cudaMalloc (p2p connect)");
   cudaEvent_t done = nullptr;
   cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-  for (int d : {kUp, kDown})
+  for (Dir d : {Dir::Up, Dir::Down})
     for (int p : {0, 1}) {
-      ncclComm_t c = p2p_comm[d][p];
+      ncclComm_t c = p2p_comm[int(d)][p];
       if (c == nullptr) continue;
-      const int to = d == kUp ? rank + 1 : rank - 1, from = d == kUp ? rank - 1 : rank + 1;
+      const int to = d == Dir::Up ? rank + 1 : rank - 1, from = d == Dir::Up ? rank - 1 : rank + 1;
       if (rank % 2 == p && to >= 0 && to < size) {
-        check(ncclSend(scratch, 1, ncclUint8, to, c, send_stream[d]), "ncclSend (connect)", c);
-        cuda(cudaEventRecord(done, send_stream[d]), "cudaEventRecord");
+        check(ncclSend(scratch, 1, ncclUint8, to, c, send_stream[int(d)]), "ncclSend (connect)", c);
+        cuda(cudaEventRecord(done, send_stream[int(d)]), "cudaEventRecord");
         wait(done, {c}, "ncclSend (connect)");
       } else if (from >= 0 && from < size && from % 2 == p) {
         char* dst = static_cast<char*>(scratch) + 1;
@@ -126,8 +126,8 @@ void NcclComm::Impl::connect_p2p() {
 }
 
 // A free staging buffer of at least `bytes` for a send in direction d (index into staging[d]).
-size_t NcclComm::Impl::staging_slot(int d, size_t bytes) {
-  std::vector<Staging>& pool = staging[d];
+size_t NcclComm::Impl::staging_slot(Dir d, size_t bytes) {
+  std::vector<Staging>& pool = staging[int(d)];
   for (Staging& s : pool) {
     if (!s.busy) continue;
     const cudaError_t e = cudaEventQuery(s.sent);
@@ -147,7 +147,7 @@ size_t NcclComm::Impl::staging_slot(int d, size_t bytes) {
     pick = 0;
     for (size_t i = 1; i < pool.size(); ++i)
       if (pool[i].seq < pool[pick].seq) pick = i;
-    wait(pool[pick].sent, {p2p_comm[d][rank % 2]}, "ncclSend (staging buffer reuse)");
+    wait(pool[pick].sent, {p2p_comm[int(d)][rank % 2]}, "ncclSend (staging buffer reuse)");
     pool[pick].busy = false;
   }
   if (pick == pool.size()) {
@@ -170,18 +170,18 @@ void NcclComm::send(const void* x, size_t n, DType t, int peer) {
              ": point-to-point is set up on the pipeline axis only");
   LOOM_CHECK(peer == m.rank + 1 || peer == m.rank - 1, "NCCL send on ", m.what, " from rank ",
              m.rank, " to ", peer, ": only adjacent ranks (pipeline neighbours) are supported");
-  const int d = peer == m.rank + 1 ? kUp : kDown;
+  const Dir d = peer == m.rank + 1 ? Dir::Up : Dir::Down;
   const size_t bytes = n * dtype_size(t);
   if (bytes == 0) return;
   const size_t slot = m.staging_slot(d, bytes);
-  Impl::Staging& s = m.staging[d][slot];
-  ncclComm_t c = m.p2p_comm[d][m.rank % 2];
+  Impl::Staging& s = m.staging[int(d)][slot];
+  ncclComm_t c = m.p2p_comm[int(d)][m.rank % 2];
   m.cuda(cudaMemcpyAsync(s.ptr, x, bytes, cudaMemcpyDeviceToDevice, m.stream),
          "cudaMemcpyAsync (p2p staging)");
-  m.cuda(cudaEventRecord(m.ready[d], m.stream), "cudaEventRecord");
-  m.cuda(cudaStreamWaitEvent(m.send_stream[d], m.ready[d], 0), "cudaStreamWaitEvent");
-  m.check(ncclSend(s.ptr, bytes, ncclUint8, peer, c, m.send_stream[d]), "ncclSend", c);
-  m.cuda(cudaEventRecord(s.sent, m.send_stream[d]), "cudaEventRecord");
+  m.cuda(cudaEventRecord(m.ready[int(d)], m.stream), "cudaEventRecord");
+  m.cuda(cudaStreamWaitEvent(m.send_stream[int(d)], m.ready[int(d)], 0), "cudaStreamWaitEvent");
+  m.check(ncclSend(s.ptr, bytes, ncclUint8, peer, c, m.send_stream[int(d)]), "ncclSend", c);
+  m.cuda(cudaEventRecord(s.sent, m.send_stream[int(d)]), "cudaEventRecord");
   s.busy = true;
   s.seq = ++m.sends;
 }
@@ -192,20 +192,20 @@ void NcclComm::recv(void* x, size_t n, DType t, int peer) {
              ": point-to-point is set up on the pipeline axis only");
   LOOM_CHECK(peer == m.rank + 1 || peer == m.rank - 1, "NCCL recv on ", m.what, " at rank ", m.rank,
              " from ", peer, ": only adjacent ranks (pipeline neighbours) are supported");
-  const int d = peer == m.rank - 1 ? kUp : kDown;  // the direction the data travels
+  const Dir d = peer == m.rank - 1 ? Dir::Up : Dir::Down;  // the direction the data travels
   const size_t bytes = n * dtype_size(t);
   if (bytes == 0) return;
-  ncclComm_t c = m.p2p_comm[d][peer % 2];
+  ncclComm_t c = m.p2p_comm[int(d)][peer % 2];
   m.check(ncclRecv(x, bytes, ncclUint8, peer, c, m.stream), "ncclRecv", c);
 }
 
 void NcclComm::complete() {
   Impl& m = *impl_;
-  for (int d : {kUp, kDown}) {
-    if (m.send_stream[d] == nullptr) continue;
-    m.cuda(cudaEventRecord(m.drained[d], m.send_stream[d]), "cudaEventRecord");
-    m.wait(m.drained[d], {m.p2p_comm[d][m.rank % 2]}, "ncclSend (complete)");
-    for (Impl::Staging& s : m.staging[d]) s.busy = false;
+  for (Dir d : {Dir::Up, Dir::Down}) {
+    if (m.send_stream[int(d)] == nullptr) continue;
+    m.cuda(cudaEventRecord(m.drained[int(d)], m.send_stream[int(d)]), "cudaEventRecord");
+    m.wait(m.drained[int(d)], {m.p2p_comm[int(d)][m.rank % 2]}, "ncclSend (complete)");
+    for (Impl::Staging& s : m.staging[int(d)]) s.busy = false;
   }
 }
 

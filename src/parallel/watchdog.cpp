@@ -17,7 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::atomic<const std::string*> g_what{nullptr};
 std::atomic<int64_t> g_since_ms{0};
-std::atomic<bool> g_run{false};
+std::atomic<bool> g_started{false};
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
@@ -26,7 +26,7 @@ int64_t now_ms() {
 
 void watch(double timeout_s) {
   const int64_t limit = int64_t(timeout_s * 1000);
-  while (g_run.load()) {
+  for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(200, limit / 4 + 1)));
     const std::string* what = g_what.load();
     if (what == nullptr) continue;
@@ -43,11 +43,9 @@ void watch(double timeout_s) {
 }  // namespace
 
 void start_comm_watchdog(double timeout_s) {
-  if (timeout_s <= 0 || g_run.exchange(true)) return;
-  std::thread(watch, timeout_s).detach();  // ends with the process; stop only quiets it
+  if (timeout_s <= 0 || g_started.exchange(true)) return;
+  std::thread(watch, timeout_s).detach();  // ends with the process
 }
-
-void stop_comm_watchdog() { g_run.store(false); }
 
 void watchdog_enter(const std::string* what) {
   g_since_ms.store(now_ms());

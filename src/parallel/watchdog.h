@@ -8,7 +8,6 @@ namespace loom {
 
 // Starts the thread (idempotent). timeout_s <= 0 leaves it off.
 void start_comm_watchdog(double timeout_s);
-void stop_comm_watchdog();
 
 // Marks the start and end of a blocking call on this thread; `what` names the call, the axis
 // and the peers ("all_reduce on tp (world ranks 2,3)"). Cheap: two atomic stores.

@@ -15,7 +15,6 @@ void install_stop_signals() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 
-bool stop_requested() { return g_signal != 0; }
 int stop_signal() { return int(g_signal); }
 
 }  // namespace loom

@@ -5,7 +5,6 @@
 namespace loom {
 
 void install_stop_signals();
-bool stop_requested();   // this process received SIGTERM or SIGUSR1
-int stop_signal();       // which one (0 if none)
+int stop_signal();  // the SIGTERM or SIGUSR1 this process received (0 if none)
 
 }  // namespace loom

@@ -3,7 +3,9 @@
 #  1. a rank SIGKILLed in the middle of a save leaves the previous checkpoint valid, and
 #     resume: auto continues from it;
 #  2. a corrupted shard is detected by its checksum and skipped with a warning naming the file;
-#  3. a job killed mid-run resumes and reaches the same final loss as an uninterrupted run.
+#  3. a job killed mid-run resumes and reaches the same final loss as an uninterrupted run;
+#  4. SIGTERM to one rank stops every rank after the same step with a checkpoint and exit 0,
+#     and the run resumes from it to the same final loss.
 # usage: test_faults.sh LOOM_BINARY WORKDIR
 set -uo pipefail
 loom="$1"; work="$2"
@@ -68,6 +70,27 @@ grep -q "resumed from" resume3.log || fail "did not resume"
 got=$(last_loss run60/metrics.jsonl)
 [ "$got" = "$ref" ] || fail "final loss after mid-run kill $got != uninterrupted $ref"
 echo "ok: killed mid-run, resumed, final loss $got == $ref"
+
+# 4. SIGTERM to one rank (the last child of mpirun) mid-run: a clean stop with a checkpoint.
+stop=(--set train.steps=60 --set checkpoint.dir=ckpt_term --set run.dir=run_term)
+"${mpi[@]}" "$loom" train cfg.yaml "${stop[@]}" > term.log 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -d ckpt_term/step_0000008 ] && break; sleep 0.1; done
+[ -d ckpt_term/step_0000008 ] || { kill -9 $pid; fail "no checkpoint appeared before SIGTERM"; }
+rank=$(pgrep -P $pid | tail -1)
+[ -n "$rank" ] || { kill -9 $pid; fail "no rank process under mpirun $pid"; }
+kill -TERM "$rank"
+wait $pid || fail "the run stopped by SIGTERM exited non-zero: $(tail -3 term.log)"
+step=$(grep -o 'received SIGTERM: saving a checkpoint and stopping after step [0-9]*' term.log | grep -o '[0-9]*$')
+[ -n "$step" ] || fail "no stop message: $(tail -3 term.log)"
+[ "$step" -lt 60 ] || fail "SIGTERM arrived only after the last step"
+latest=$(cat ckpt_term/latest)
+[ "$latest" = "$(printf 'step_%07d' "$step")" ] || fail "latest is $latest, the stop was after step $step"
+"${mpi[@]}" "$loom" train cfg.yaml "${stop[@]}" > term_resume.log 2>&1 || fail "resume after SIGTERM: $(tail -3 term_resume.log)"
+grep -q "resumed from ckpt_term/$latest" term_resume.log || fail "did not resume from $latest"
+got=$(last_loss run_term/metrics.jsonl)
+[ "$got" = "$ref" ] || fail "final loss after SIGTERM+resume $got != uninterrupted $ref"
+echo "ok: SIGTERM to one rank stopped every rank after step $step with a checkpoint, resumed, final loss $got == $ref"
 
 # Bad input: a resume path that does not exist, and a meta.json that does not parse.
 "${mpi[@]}" "$loom" train cfg.yaml --set checkpoint.resume=nowhere/step_1 > bad1.log 2>&1 && fail "missing path accepted"

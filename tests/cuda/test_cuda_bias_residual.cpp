@@ -1,4 +1,5 @@
-// cuda twins of bias_residual (fp32 and bf16, packed and scalar paths) vs the cpu twin.
+// cuda twins of bias_residual (fp32, bf16 and fp16, packed and scalar paths) vs the cpu twin.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,38 @@ TEST_F(CudaBiasResidual, Bf16IsOneRoundingOfTheCpuResult) {
     cuda::bias_residual(dp.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);  // in place
     EXPECT_TRUE(bitwise_equal(to_f32(dp.download()), round_bf16(want)))
         << name(s) << " out aliasing partial";
+  }
+}
+
+// fp16 storage: the same single rounding of the exact fp32 result as bf16, so again bitwise.
+TEST_F(CudaBiasResidual, F16IsOneRoundingOfTheCpuResult) {
+  for (const Shape& s : kShapes) {
+    const size_t n = size_t(s.N) * s.C;
+    auto r = round_f16(randu(n, 10, -8.0f, 8.0f)), p = round_f16(randu(n, 11));
+    auto b = round_f16(randu(s.C, 12));
+    std::vector<float> want(n);
+    cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
+    DevBuf<f16> dr(to_f16(r)), dp(to_f16(p)), db(to_f16(b)), dout(n);
+    cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);
+    EXPECT_TRUE(bitwise_equal(to_f32(dout.download()), round_f16(want))) << name(s);
+  }
+}
+
+// fp16 overflow is not clamped: a residual-stream value beyond 65504 is stored as inf, for the
+// loss scaler's non-finite gradient check to see.
+TEST_F(CudaBiasResidual, F16OverflowBecomesInf) {
+  const size_t n = 16;  // one row of 16
+  std::vector<float> r(n, 60000.0f), p(n, 6000.0f), b(n, 0.0f);
+  p[3] = -6016.0f;  // 53984 = 1687 * 32: finite and an fp16 value (54000 is not: it rounds)
+  DevBuf<f16> dr(to_f16(r)), dp(to_f16(p)), db(to_f16(b)), dout(n);
+  cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), 1, int(n), nullptr);
+  const auto y = to_f32(dout.download());
+  for (size_t i = 0; i < n; i++) {
+    if (i == 3) {
+      EXPECT_EQ(y[i], 53984.0f);
+    } else {
+      EXPECT_TRUE(std::isinf(y[i]) && y[i] > 0) << "element " << i << " = " << y[i];
+    }
   }
 }
 

@@ -1,9 +1,8 @@
-// cuda twins of LayerNorm (forward, fused residual forward, backward) vs the cpu twin.
+// cuda twins of LayerNorm (forward, backward) vs the cpu twin.
 #include <string>
 #include <vector>
 
 #include "kernels/layernorm.h"
-#include "kernels/residual.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
@@ -55,36 +54,12 @@ TEST_F(CudaLayerNorm, Fp32ForwardBackwardMatchCpu) {
   }
 }
 
-TEST_F(CudaLayerNorm, Fp32FusedResidualMatchesCpu) {
-  for (const Shape& s : kShapes) {
-    const int N = s.N, C = s.C;
-    const size_t NC = (size_t)N * C;
-    auto a = randu(NC, 8), r = randu(NC, 9), w = randu(C, 10, 0.5f, 1.5f), b = randu(C, 11);
-    std::vector<float> res(NC), y(NC), mean(N), rstd(N);
-    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
-    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
-                           C);
-    DevBuf<float> dA(a), dR(r), dW(w), dB(b), dRes(NC), dY(NC), dMean(N), dRstd(N);
-    cuda::residual_layernorm_forward(dRes.get(), dY.get(), dMean.get(), dRstd.get(), dA.get(),
-                                     dR.get(), dW.get(), dB.get(), N, C, nullptr);
-    EXPECT_TRUE(bitwise_equal(dRes.download(), res)) << "residual " << name(s);
-    EXPECT_REL_LE(dY.download(), y, kTolF32, "fused out " + name(s));
-    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fused rstd " + name(s));
-    // In place on the residual stream (residual aliasing a).
-    cuda::residual_layernorm_forward(dA.get(), dY.get(), nullptr, nullptr, dA.get(), dR.get(),
-                                     dW.get(), dB.get(), N, C, nullptr);
-    EXPECT_TRUE(bitwise_equal(dA.download(), res)) << "in-place residual " << name(s);
-    EXPECT_REL_LE(dY.download(), y, kTolF32, "in-place fused out " + name(s));
-  }
-}
-
 TEST_F(CudaLayerNorm, Bf16MatchesCpuOnRoundedInputs) {
   for (const Shape& s : kShapes) {
     const int N = s.N, C = s.C;
     const size_t NC = (size_t)N * C;
     auto x = round_bf16(randu(NC, 12, -2.0f, 3.0f)), w = round_bf16(randu(C, 13, 0.5f, 1.5f));
     auto b = round_bf16(randu(C, 14)), g = round_bf16(randu(NC, 15));
-    auto a = round_bf16(randu(NC, 16)), r = round_bf16(randu(NC, 17));
     std::vector<float> y(NC), mean(N), rstd(N), dx(NC, 0.0f), dw(C, 0.0f), db(C, 0.0f);
     cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
     cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
@@ -102,18 +77,6 @@ TEST_F(CudaLayerNorm, Bf16MatchesCpuOnRoundedInputs) {
     EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp " + name(s));
     EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "bf16 dw (fp32 accumulation) " + name(s));
     EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 db (fp32 accumulation) " + name(s));
-
-    // Fused residual in bf16: the stored residual is the rounded sum, and the norm uses it.
-    std::vector<float> res(NC);
-    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
-    res = round_bf16(res);
-    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
-                           C);
-    DevBuf<bf16> hA(to_bf16(a)), hR(to_bf16(r)), hRes(NC);
-    cuda::residual_layernorm_forward(hRes.get(), hY.get(), dMean.get(), dRstd.get(), hA.get(),
-                                     hR.get(), hW.get(), hB.get(), N, C, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hRes.download()), res)) << "bf16 residual " << name(s);
-    EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 fused out " + name(s));
   }
 }
 
@@ -124,7 +87,6 @@ TEST_F(CudaLayerNorm, F16MatchesCpuOnRoundedInputs) {
     const size_t NC = (size_t)N * C;
     auto x = round_f16(randu(NC, 22, -2.0f, 3.0f)), w = round_f16(randu(C, 23, 0.5f, 1.5f));
     auto b = round_f16(randu(C, 24)), g = round_f16(randu(NC, 25));
-    auto a = round_f16(randu(NC, 26)), r = round_f16(randu(NC, 27));
     auto dx0 = round_f16(randu(NC, 28));  // dinp accumulates into what it holds
     std::vector<float> y(NC), mean(N), rstd(N), dx = dx0, dw(C, 0.0f), db(C, 0.0f);
     cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
@@ -144,23 +106,6 @@ TEST_F(CudaLayerNorm, F16MatchesCpuOnRoundedInputs) {
     EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolF16, "fp16 dinp (accumulated) " + name(s));
     EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "fp16 dw (fp32 accumulation) " + name(s));
     EXPECT_REL_LE(dDb.download(), db, kTolF32, "fp16 db (fp32 accumulation) " + name(s));
-
-    // Fused residual in fp16: the stored residual is the rounded sum, and the norm uses it.
-    std::vector<float> res(NC);
-    cpu::residual_forward(res.data(), a.data(), r.data(), NC);
-    res = round_f16(res);
-    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), N,
-                           C);
-    DevBuf<f16> hA(to_f16(a)), hR(to_f16(r)), hRes(NC);
-    cuda::residual_layernorm_forward(hRes.get(), hY.get(), dMean.get(), dRstd.get(), hA.get(),
-                                     hR.get(), hW.get(), hB.get(), N, C, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hRes.download()), res)) << "fp16 residual " << name(s);
-    EXPECT_REL_LE(to_f32(hY.download()), y, kTolF16, "fp16 fused out " + name(s));
-    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fp16 fused rstd (fp32) " + name(s));
-    // In place on the residual stream (residual aliasing a).
-    cuda::residual_layernorm_forward(hA.get(), hY.get(), nullptr, nullptr, hA.get(), hR.get(),
-                                     hW.get(), hB.get(), N, C, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hA.download()), res)) << "fp16 in-place residual " << name(s);
   }
 }
 

@@ -48,7 +48,7 @@ TEST(IndexedDataset, ReadsHandBuiltMegatronFile) {
   write_file(dir + "/h.idx", hand_idx());
   write_file(dir + "/h.bin", hand_bin());
   IndexedDataset ds(dir + "/h");
-  EXPECT_EQ(ds.dtype_code(), 8);
+  EXPECT_EQ(int(ds.dtype()), 8);
   EXPECT_EQ(ds.num_sequences(), 3);
   EXPECT_EQ(ds.num_documents(), 2);
   EXPECT_EQ(ds.num_tokens(), 6);
@@ -69,7 +69,7 @@ TEST(IndexedDataset, ReadsHandBuiltMegatronFile) {
 TEST(IndexedDataset, WriterIsByteIdenticalToTheLayout) {
   std::string dir = scratch_dir("writer_bytes");
   {
-    IndexedDatasetWriter w(dir + "/w", mmidx::kUInt16);
+    IndexedDatasetWriter w(dir + "/w", mmidx::IdxDType::UInt16);
     int32_t a[] = {10, 11, 12}, b[] = {13}, c[] = {65535, 0};
     w.add_sequence(a, 3);
     w.add_sequence(b, 1);
@@ -85,13 +85,13 @@ TEST(IndexedDataset, Int32RoundTripAndMerge) {
   std::string dir = scratch_dir("int32");
   std::vector<std::vector<int32_t>> docs = {{1, 2, 3}, {}, {70000, 5}, {2147483647}};
   {
-    IndexedDatasetWriter w(dir + "/a", mmidx::kInt32);
+    IndexedDatasetWriter w(dir + "/a", mmidx::IdxDType::Int32);
     for (auto& d : docs) w.add_document(d.data(), d.size());
     w.finish();
   }
   IndexedDataset a(dir + "/a");
   ASSERT_EQ(a.num_documents(), 4);
-  ASSERT_EQ(a.dtype_code(), mmidx::kInt32);
+  ASSERT_EQ(a.dtype(), mmidx::IdxDType::Int32);
   for (size_t d = 0; d < docs.size(); ++d) {
     ASSERT_EQ(a.document_tokens(int64_t(d)), int64_t(docs[d].size()));
     std::vector<int32_t> got(docs[d].size());
@@ -99,7 +99,7 @@ TEST(IndexedDataset, Int32RoundTripAndMerge) {
     EXPECT_EQ(got, docs[d]) << "document " << d;
   }
   {
-    IndexedDatasetWriter w(dir + "/m", mmidx::kInt32);
+    IndexedDatasetWriter w(dir + "/m", mmidx::IdxDType::Int32);
     w.append(a);
     w.append(a);
     w.finish();
@@ -111,7 +111,7 @@ TEST(IndexedDataset, Int32RoundTripAndMerge) {
   m.read(m.doc_begin(6), 1, 1, &t);
   EXPECT_EQ(t, 5);
   // Merging with another dtype is a user error.
-  IndexedDatasetWriter w16(dir + "/x", mmidx::kUInt16);
+  IndexedDatasetWriter w16(dir + "/x", mmidx::IdxDType::UInt16);
   EXPECT_THROW(w16.append(a), UserError);
 }
 
@@ -120,7 +120,7 @@ TEST(IndexedDataset, SpilledIndexIsIdentical) {
   // not depend on it, and the temporary files must be gone afterwards.
   std::string dir = scratch_dir("spill");
   for (size_t spill : {size_t(1), size_t(3), size_t(1) << 20}) {
-    IndexedDatasetWriter w(dir + "/s" + std::to_string(spill), mmidx::kUInt16, spill);
+    IndexedDatasetWriter w(dir + "/s" + std::to_string(spill), mmidx::IdxDType::UInt16, spill);
     for (int d = 0; d < 50; ++d) {
       std::vector<int32_t> doc(size_t(d % 7), d);
       w.add_sequence(doc.data(), doc.size());
@@ -149,7 +149,8 @@ TEST(IndexedDataset, SpilledIndexIsIdentical) {
 TEST(IndexedDataset, UnfinishedWriterLeavesNothing) {
   std::string dir = scratch_dir("unfinished");
   {
-    IndexedDatasetWriter w(dir + "/p", mmidx::kUInt16, 2);  // spills: temporary index files too
+    // Spills: temporary index files too.
+    IndexedDatasetWriter w(dir + "/p", mmidx::IdxDType::UInt16, 2);
     int32_t a[] = {1, 2};
     for (int i = 0; i < 5; ++i) w.add_document(a, 2);
     int32_t big[] = {70000};
@@ -250,10 +251,11 @@ TEST(IndexedDataset, FloatDtypeOpensButIsNotTokens) {
 }
 
 TEST(IndexedDataset, DtypeForVocab) {
-  EXPECT_EQ(mmidx::dtype_for_vocab(257), mmidx::kUInt16);
-  EXPECT_EQ(mmidx::dtype_for_vocab(50257), mmidx::kUInt16);
-  EXPECT_EQ(mmidx::dtype_for_vocab(65500), mmidx::kInt32);  // Megatron: uint16 only below 65500
-  EXPECT_EQ(mmidx::dtype_for_vocab(128256), mmidx::kInt32);
-  EXPECT_EQ(mmidx::dtype_size(mmidx::kUInt16), 2u);
-  EXPECT_STREQ(mmidx::dtype_name(4), "int32");
+  EXPECT_EQ(mmidx::dtype_for_vocab(257), mmidx::IdxDType::UInt16);
+  EXPECT_EQ(mmidx::dtype_for_vocab(50257), mmidx::IdxDType::UInt16);
+  // Megatron: uint16 only below 65500.
+  EXPECT_EQ(mmidx::dtype_for_vocab(65500), mmidx::IdxDType::Int32);
+  EXPECT_EQ(mmidx::dtype_for_vocab(128256), mmidx::IdxDType::Int32);
+  EXPECT_EQ(mmidx::dtype_size(mmidx::IdxDType::UInt16), 2u);
+  EXPECT_STREQ(mmidx::dtype_name(mmidx::IdxDType(4)), "int32");
 }

@@ -29,7 +29,7 @@ std::vector<std::vector<int32_t>> make_docs(int n, int max_len, int base, int mo
 }
 
 std::string write_dataset(const std::string& prefix, const std::vector<std::vector<int32_t>>& docs) {
-  IndexedDatasetWriter w(prefix, mmidx::kUInt16);
+  IndexedDatasetWriter w(prefix, mmidx::IdxDType::UInt16);
   for (auto& d : docs) w.add_document(d.data(), d.size());
   w.finish();
   return prefix;

@@ -33,7 +33,8 @@ void seed(const std::string& target, const std::string& name, const std::string&
 void mmidx_seeds() {
   const std::string prefix = scratch_dir() + "/seed_tokens";
   int n = 0;
-  for (int dtype : {mmidx::kUInt16, mmidx::kInt32, mmidx::kUInt8, mmidx::kInt64}) {
+  for (mmidx::IdxDType dtype : {mmidx::IdxDType::UInt16, mmidx::IdxDType::Int32,
+                                mmidx::IdxDType::UInt8, mmidx::IdxDType::Int64}) {
     IndexedDatasetWriter w(prefix, dtype);
     std::vector<int32_t> t;
     for (int d = 0; d < 6; ++d) {

@@ -39,34 +39,34 @@ inline int __syncthreads_count(int p) { return ::loom_emu::detail::barrier(3, p)
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = warpSize) {
   using namespace ::loom_emu::detail;
-  return from_bits<T>(warp_exchange(kShflIdx, mask, to_bits(v), src, width));
+  return from_bits<T>(warp_exchange(WarpOp::ShflIdx, mask, to_bits(v), src, width));
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
   using namespace ::loom_emu::detail;
-  return from_bits<T>(warp_exchange(kShflXor, mask, to_bits(v), lane_mask, width));
+  return from_bits<T>(warp_exchange(WarpOp::ShflXor, mask, to_bits(v), lane_mask, width));
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
   using namespace ::loom_emu::detail;
-  return from_bits<T>(warp_exchange(kShflDown, mask, to_bits(v), (int)delta, width));
+  return from_bits<T>(warp_exchange(WarpOp::ShflDown, mask, to_bits(v), (int)delta, width));
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
   using namespace ::loom_emu::detail;
-  return from_bits<T>(warp_exchange(kShflUp, mask, to_bits(v), (int)delta, width));
+  return from_bits<T>(warp_exchange(WarpOp::ShflUp, mask, to_bits(v), (int)delta, width));
 }
 inline unsigned __ballot_sync(unsigned mask, int pred) {
   using namespace ::loom_emu::detail;
-  return (unsigned)warp_exchange(kBallot, mask, pred != 0, 0, warpSize);
+  return (unsigned)warp_exchange(WarpOp::Ballot, mask, pred != 0, 0, warpSize);
 }
 inline int __any_sync(unsigned mask, int pred) {
   using namespace ::loom_emu::detail;
-  return (int)warp_exchange(kAny, mask, pred != 0, 0, warpSize);
+  return (int)warp_exchange(WarpOp::Any, mask, pred != 0, 0, warpSize);
 }
 inline int __all_sync(unsigned mask, int pred) {
   using namespace ::loom_emu::detail;
-  return (int)warp_exchange(kAll, mask, pred != 0, 0, warpSize);
+  return (int)warp_exchange(WarpOp::All, mask, pred != 0, 0, warpSize);
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }

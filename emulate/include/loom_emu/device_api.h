@@ -20,7 +20,7 @@ struct Coords {
 };
 const Coords* coords();
 
-enum WarpOp : int { kShflIdx, kShflXor, kShflDown, kShflUp, kBallot, kAny, kAll };
+enum class WarpOp { ShflIdx, ShflXor, ShflDown, ShflUp, Ballot, Any, All };
 // Block barrier; returns the reduction `op` (0 none, 1 or, 2 and, 3 count) of pred over the block.
 int barrier(int op, int pred);
 // Warp rendezvous: every lane of the warp named in mask must arrive. Shuffles return the bits
