@@ -60,7 +60,6 @@ class GPTStage {
   // fp32 master parameters and gradients (device memory of the backend).
   float* params() { return static_cast<float*>(params_buf_.data()); }  // default placement only
   float* grads() { return static_cast<float*>(grads_buf_.data()); }     // default placement only
-  size_t num_params() const { return layout_.total(); }
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
