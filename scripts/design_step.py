@@ -1,0 +1,115 @@
+"""The content of docs/images/step.svg, one training step on one rank (drawn by
+scripts/draw_design.py): what each box says, the file it cites, and the calls of src/ whose
+order the picture shows, which scripts/draw_design.py looks up before drawing."""
+
+COMM = {  # who takes part, and the pill colour
+    "TP": ("tensor-parallel group (pc.tp)", "#e07b00"),
+    "PP": ("pipeline neighbours (pc.pp)", "#7b4fb3"),
+    "DP": ("data-parallel group (pc.dp)", "#1f6fb2"),
+    "embed": ("first and last stage (pc.embed)", "#2e8b57"),
+    "world": ("every rank (pc.world)", "#555555"),
+}
+
+# (level, title, cited file, [(communication or None, line)]). Level 1: inside the schedule loop.
+STEP = [
+    (0, "Trainer::train_step(step)", "src/train/trainer.cpp", [
+        (None, "opt.zero_grad(), stage.reset_loss(); loss weight of the backward: dloss = "
+               "loss_scale / (global_batch_size x seq_len)"),
+        (None, "this data-parallel rank's rows of the global batch, in micro-batches of "
+               "parallel.micro_batch_size sequences")]),
+    (0, "DataLoader::train_batch", "src/data/loader.cpp", [
+        (None, "inputs and targets (micro_batch, seq_len), a pure function of the global sample "
+               "index: datasets blended by weight, shuffled per epoch"),
+        (None, "called by each forward action of the executor, through a BatchFn")]),
+    (0, "PipelineExecutor::run: the stage's action list (make_1f1b, or make_gpipe)",
+     "src/pipeline/executor.cpp", [
+        (None, "1F1B on stage s of pp, m micro-batches: min(pp-s-1, m) warm-up forwards, then "
+               "one forward and one backward in turn, then the rest"),
+        (None, "at most min(pp-s, m) micro-batches in flight: the stage's activation slots "
+               "(RunLayout::slots)"),
+        (None, "parallel.overlap: the next action's receive is posted before the current action "
+               "computes")]),
+    (1, "forward action → GPTStage::forward(slot)", "src/model/gpt_stage.cpp", [
+        ("PP", "stages > 0: receive the (N, C) input activation from stage s-1"),
+        ("DP", "ZeRO 3: all-gather the embedding/head tensors and each layer's parameters right "
+               "before use"),
+        ("TP", "first stage: embedding of this rank's vocabulary rows + positions (tp rank 0), "
+               "all-reduce"),
+        ("TP", "block_forward: ln_1, qkv (column-parallel), attention, attn.c_proj "
+               "(row-parallel), all-reduce, + bias + residual"),
+        ("TP", "block_forward: ln_2, mlp.c_fc (column-parallel), GELU, mlp.c_proj "
+               "(row-parallel), all-reduce, + bias + residual"),
+        ("TP", "last stage: ln_f, logits of the vocabulary shard; all-reduce of the row max and "
+               "exp-sums (never the logits); loss"),
+        ("TP", "last stage: the head's backward at once (classifier_backward), all-reduce of its "
+               "input gradient, ln_f backward"),
+        ("PP", "stages < last: send the (N, C) output to stage s+1 (non-blocking)")]),
+    (1, "backward action → GPTStage::backward(slot)", "src/model/gpt_stage.cpp", [
+        ("PP", "stages < last: receive the (N, C) output gradient from stage s+1"),
+        ("DP", "ZeRO 3: all-gather each layer's parameters again before its backward"),
+        (None, "layers in reverse; train.recompute rebuilds what it dropped (selective: the "
+               "attention probabilities; full: the layer)"),
+        ("TP", "block_backward: MLP then attention, all-reduce of the input gradient of each "
+               "column-parallel GEMM (2 per block)"),
+        ("DP", "gradient hook layer_done: ZeRO 2/3 reduce the layer's gradients to their owners "
+               "(every micro-batch)"),
+        ("DP", "... ZeRO 0/1 with parallel.overlap start the layer's all-reduce (last "
+               "micro-batch only)"),
+        (None, "first stage: embedding backward into wte and wpe; hook backward_done"),
+        ("PP", "stages > 0: send the (N, C) input gradient to stage s-1 (non-blocking)")]),
+    (0, "ZeroOptimizer::reduce_grads_and_norm", "src/optim/zero.cpp", [
+        ("embed", "tied embedding on pp > 1: all-reduce of wte's gradient between the first and "
+                  "the last stage"),
+        ("DP", "ZeRO 0/1: all-reduce of the flat gradient in buckets of 2^24 elements; ZeRO 2/3: "
+               "the tied embedding to its owners"),
+        ("world", "sum of squares of the elements this rank owns (every replica counted once), "
+                  "all-reduce: the global norm")]),
+    (0, "Trainer: skip, clip, learning rate", "src/train/trainer.cpp", [
+        (None, "a non-finite norm skips the update (dynamic loss scaling lowers the scale)"),
+        (None, "gradient scale = min(1, grad_clip / (norm + 1e-6)) / loss_scale (grad_clip > 0); "
+               "lr = lr_at(step)")]),
+    (0, "ZeroOptimizer::step", "src/optim/zero.cpp", [
+        (None, "AdamW (Backend::adamw_update) on the flat range this rank owns: all of it at "
+               "ZeRO 0, its 1/dp shard at ZeRO 1-3"),
+        ("DP", "ZeRO 1/2: all-gather of the updated shards (ZeRO 3 keeps its shard and "
+               "gathers layer by layer in the next step)"),
+        (None, "ZeRO 0-2: refresh the compute weights, the bf16/fp16 copy of the fp32 master "
+               "weights (cuda low precision; nothing in fp32)")]),
+    (0, "Trainer: the step's loss", "src/train/trainer.cpp", [
+        ("world", "all-reduce of the last stage's loss sums (tp rank 0): mean over the global "
+                  "batch, before the update")]),
+]
+
+# What the picture claims, as (file, the function's first line, calls in the order drawn).
+STEP_ORDER = [
+    ("src/train/trainer.cpp", "StepStats Trainer::train_step(", [
+        "opt_->zero_grad()", "stage_->reset_loss()", "samples_(first", "exec_->run(batch, dloss)",
+        "opt_->reduce_grads_and_norm()", "isfinite", "grad_clip", "lr_at(", "opt_->step(",
+        "loss_sum()", "pc_.world.all_reduce(&loss"]),
+    ("src/train/trainer.cpp", "void Trainer::build(", ["data_->train_batch("]),
+    ("src/layout/schedule.cpp", "Schedule make_1f1b(", [
+        "warmup = std::min(stages - stage - 1, m)", "PipeOp::Forward", "PipeOp::Backward"]),
+    ("src/pipeline/executor.cpp", "void PipelineExecutor::run(", [
+        "pc_.pp.wait(early_)", "stage_.forward(", "pc_.pp.isend(stage_.output(slot)",
+        "stage_.backward(", "pc_.pp.isend(dinput"]),
+    ("src/model/gpt_stage.cpp", "void GPTStage::forward(", [
+        "gather(-1)", "embedding_forward(", "pc_.tp.all_reduce(", "gather(first + l)",
+        "block_forward(", "head(s, targets, dloss)"]),
+    ("src/model/block.cpp", "void block_forward(", [
+        "layernorm_forward(", "matmul_forward(", "attention_forward(", "row_parallel_residual(",
+        "layernorm_forward(", "matmul_forward(", "gelu_forward(", "row_parallel_residual("]),
+    ("src/model/block.cpp", "void row_parallel_residual(", [
+        "matmul_forward(", "tp.all_reduce(", "bias_residual("]),
+    ("src/model/gpt_stage.cpp", "void GPTStage::head(", [
+        "layernorm_forward(", "classifier_forward(", "ReduceOp::Max", "ReduceOp::Sum",
+        "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "layernorm_backward("]),
+    ("src/model/gpt_stage.cpp", "void GPTStage::backward(", [
+        "gather(first + l)", "recompute(s, l)", "block_backward(", "hooks_.layer_done(",
+        "embedding_backward(", "hooks_.backward_done("]),
+    ("src/model/block.cpp", "void block_backward(", ["tp.all_reduce(", "tp.all_reduce("]),
+    ("src/optim/zero.cpp", "double ZeroOptimizer::reduce_grads_and_norm(", [
+        "pc_.embed.all_reduce(", "pc_.dp.all_reduce(", "reduce_to_owners(", "sum_squares_acc(",
+        "pc_.world.all_reduce("]),
+    ("src/optim/zero.cpp", "void ZeroOptimizer::step(", [
+        "adamw_update(", "pc_.dp.all_gather(", "refresh_compute_weights()"]),
+]
