@@ -1,4 +1,4 @@
-// Canonical weights (design "Model"): HDF5 (or safetensors) with the Hugging Face GPT-2 tensor
+// Canonical weights (docs/checkpoints.md): HDF5 (or safetensors) with the Hugging Face GPT-2 tensor
 // names and unpadded shapes. Loading reads only this rank's shard; saving gathers every shard.
 #pragma once
 #include <map>

@@ -1,6 +1,7 @@
 // RunLayout: what one rank's run derives from its Config and its grid coordinate, resolved once
-// and handed to the trainer, the model stage, the optimizer, the executor, the device-fit check,
-// loom plan and the console, so that none of them derives it again.
+// and handed to the trainer, the model stage, the optimizer, the executor, the device-fit check
+// and the console, so that none of them derives it again. loom plan, which searches layouts
+// without a Config per candidate, builds the same MemorySpec from its candidate.
 #pragma once
 #include <vector>
 

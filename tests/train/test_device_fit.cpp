@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "parallel/grid.h"
 #include "layout/run_layout.h"
+#include "plan/memory_model.h"
 #include "train/device_fit.h"
 
 namespace loom {
@@ -242,6 +243,39 @@ TEST(DeviceFit, SuggestedMicroBatchIsTheLargestDivisorThatFits) {
         << msg;
     EXPECT_NE(msg.find("with dp=1 it saves nothing"), std::string::npos) << msg;
   }
+}
+
+// loom plan's row for a cuda layout and the device-fit check of each of its ranks count the same
+// bytes (both come from layout/rank_memory.h; plan builds its input from a candidate, the check
+// from a RunLayout).
+TEST(DeviceFit, PlanCountsTheSameBytesAsTheCheck) {
+  Config cfg = gpt2(4, 4, 256, 2, "bf16");
+  cfg.train.global_batch_size = 16;
+  plan::PlanModel pm;
+  pm.model = cfg.model;
+  pm.global_batch = cfg.train.global_batch_size;
+  pm.device = "cuda";
+  pm.prec = plan::precision_of("bf16");
+  for (bool overlap : {false, true})
+    for (int zero = 0; zero <= 2; ++zero)
+      for (const char* rc : {"none", "selective", "full"}) {
+        cfg.parallel.overlap = pm.overlap = overlap;
+        cfg.optimizer.zero_stage = zero;
+        cfg.train.recompute = rc;
+        const Grid grid(2, 2, 2);
+        plan::Candidate c;
+        c.dp = 2, c.pp = 2, c.tp = 2, c.micro_batch = 2, c.zero = zero;
+        c.recompute = parse_recompute(rc);
+        const auto shapes = plan::stage_shapes(cfg.model, 2, 2);
+        for (int rank = 0; rank < grid.size(); ++rank) {
+          const Coord at = grid.coord_of(rank);
+          const DeviceEstimate e = estimate(cfg, grid, rank);
+          const plan::MemoryEstimate p =
+              plan::stage_memory(pm, c, shapes[size_t(at.pp)], e.microbatches, 0, at.dp);
+          EXPECT_EQ(p.total(), e.total() - e.workspace - e.runtime)
+              << "rank " << rank << " zero " << zero << " " << rc << " overlap " << overlap;
+        }
+      }
 }
 
 }  // namespace
