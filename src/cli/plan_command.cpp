@@ -1,9 +1,10 @@
-// loom plan: reads the config and the cluster, runs the planner, prints text or JSON.
+// loom plan: the planner's ranked layouts (text or JSON), or with --kernels one GPU's step kernels.
 #include "cli/plan_command.h"
 
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "core/check.h"
 #include "parallel/collective.h"
 #include "plan/cluster.h"
+#include "plan/kernel_model.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 
@@ -49,13 +51,65 @@ plan::ClusterSpec local_cluster() {
   return plan::parse_cluster(yaml.str(), "(this machine: no --cluster given)");
 }
 
+// A positive number from --name (the default when absent), or one error naming the option.
+double positive_option(const Args& a, const std::string& name, double fallback) {
+  const double x = option_double(a, name, fallback);
+  if (!(x > 0))
+    throw UserError(str(name, ": expected a number > 0, got '", option(a, name, ""), "'"));
+  return x;
+}
+
+// loom plan --kernels: one rank's kernels of one step at the config's micro-batch and tp.
+int plan_kernels(const Args& a, const Config& cfg) {
+  const std::string& path = a.operands[0];
+  for (const char* other : {"--cluster", "--json"})
+    if (a.options.count(other))
+      throw UserError(
+          str("loom plan --kernels models one GPU from --gpu-flops, --gpu-bandwidth "
+              "and --launch-us and prints text; drop ",
+              other));
+  if (cfg.parallel.pp != 1 || cfg.parallel.dp > 1)
+    throw UserError(str(path,
+                        ": loom plan --kernels models one pipeline stage of one "
+                        "data-parallel replica: parallel.pp is ",
+                        cfg.parallel.pp, " and parallel.dp ", cfg.parallel.dp,
+                        "; use --set parallel.pp=1 --set parallel.dp=1"));
+  const int mb = cfg.parallel.micro_batch_size, gb = cfg.train.global_batch_size;
+  if (mb < 1 || gb < mb || gb % mb != 0)
+    throw UserError(str(path, ": train.global_batch_size ", gb,
+                        " must be a multiple of parallel.micro_batch_size ", mb,
+                        " (the micro-batches of one step); e.g. --set train.global_batch_size=",
+                        std::max(mb, 1) * 4));
+  plan::KernelShape s;
+  s.model = cfg.model;
+  s.micro_batch = mb;
+  s.micro_batches = gb / mb;
+  s.tp = cfg.parallel.tp;
+  // A cpu config is modelled as the GPU run it would be: bf16 (as loom plan does).
+  s.act_bytes = cfg.device == "cpu" || cfg.train.dtype != "fp32" ? 2 : 4;
+  plan::GpuRoof g;
+  g.tensor_flops = positive_option(a, "--gpu-flops", g.tensor_flops);
+  g.attention_flops = positive_option(a, "--attention-flops", g.tensor_flops);
+  g.vector_flops = positive_option(a, "--vector-flops", g.vector_flops);
+  g.bandwidth = positive_option(a, "--gpu-bandwidth", g.bandwidth);
+  g.launch_s = option_double(a, "--launch-us", g.launch_s * 1e6) * 1e-6;
+  const std::vector<std::string> errors = plan::kernel_shape_errors(s, g);
+  if (!errors.empty()) throw UserError(str(path, ": ", errors.front()));
+  const std::string text = plan::format_kernel_step(plan::kernel_step(s, g), s, g, path);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_plan(const Args& a) {
   if (a.operands.size() != 1)
     throw UserError(
         "loom plan needs one config file: loom plan CONFIG.yaml [--cluster "
-        "CLUSTER.yaml] [--json] [--set key.path=value]...");
+        "CLUSTER.yaml] [--json] [--set key.path=value]..., or loom plan CONFIG.yaml --kernels "
+        "[--gpu-flops F] [--attention-flops F] [--vector-flops F] [--gpu-bandwidth B] "
+        "[--launch-us U] [--set key.path=value]...");
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;  // planning is one process's work; other ranks stay quiet
@@ -68,6 +122,7 @@ int cmd_plan(const Args& a) {
     std::fputs(out.c_str(), stderr);
     throw ReportedError{};
   }
+  if (a.options.count("--kernels")) return plan_kernels(a, cfg);
   const std::string cluster_path = option(a, "--cluster", "");
   const plan::ClusterSpec cluster =
       cluster_path.empty() ? local_cluster() : plan::load_cluster(cluster_path);

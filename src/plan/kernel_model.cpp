@@ -1,0 +1,178 @@
+// The kernels of one training step as loom's cuda backend launches them, with their FLOPs and
+// bytes from the model's dimensions, and the roofline time of each.
+#include "plan/kernel_model.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "model/flops.h"
+
+namespace loom::plan {
+
+double roofline_seconds(double flops, double bytes, double flops_per_s, double bytes_per_s) {
+  return std::max(flops / flops_per_s, bytes / bytes_per_s);
+}
+
+std::vector<std::string> kernel_shape_errors(const KernelShape& s, const GpuRoof& g) {
+  std::vector<std::string> e;
+  const ModelConfig& m = s.model;
+  if (s.micro_batch < 1) e.push_back(str("micro-batch ", s.micro_batch, " must be >= 1"));
+  if (s.micro_batches < 1) e.push_back(str("micro-batches ", s.micro_batches, " must be >= 1"));
+  if (s.tp < 1) e.push_back(str("tp ", s.tp, " must be >= 1"));
+  if (s.act_bytes != 2 && s.act_bytes != 4)
+    e.push_back(str("activation element size ", s.act_bytes, " must be 2 or 4 bytes"));
+  if (m.n_layer < 1 || m.n_head < 1 || m.d_model < 1 || m.seq_len < 1 || m.vocab_size < 1)
+    e.push_back("model.n_layer, n_head, d_model, seq_len and vocab_size must be >= 1");
+  else if (m.d_model % m.n_head != 0)
+    e.push_back(str("n_head ", m.n_head, " does not divide d_model ", m.d_model));
+  else if (s.tp >= 1 && m.n_head % s.tp != 0)
+    e.push_back(str("tp ", s.tp, " does not divide n_head ", m.n_head));
+  if (!(g.tensor_flops > 0) || !(g.vector_flops > 0) || !(g.bandwidth > 0) ||
+      !(g.attention_flops >= 0) || !(g.launch_s >= 0))
+    e.push_back("GPU FLOP/s and bandwidth must be > 0, launch overhead >= 0");
+  return e;
+}
+
+namespace {
+
+// Appends one kernel: `calls` launches per step, each of `flops` and `bytes`.
+struct Builder {
+  const GpuRoof& g;
+  KernelStep& k;
+  void add(const std::string& name, const char* part, Unit u, double calls, double flops,
+           double bytes) {
+    KernelCost c;
+    c.name = name;
+    c.part = part;
+    c.unit = u;
+    c.calls = calls;
+    c.flops = calls * flops;
+    c.bytes = calls * bytes;
+    const double rate = u == Unit::Tensor      ? g.tensor_flops
+                        : u == Unit::Attention ? g.attention()
+                                               : g.vector_flops;
+    c.compute_s = c.flops / rate;
+    c.memory_s = c.bytes / g.bandwidth;
+    c.time_s = roofline_seconds(c.flops, c.bytes, rate, g.bandwidth);
+    k.kernels.push_back(c);
+  }
+};
+
+}  // namespace
+
+KernelStep kernel_step(const KernelShape& s, const GpuRoof& g) {
+  const std::vector<std::string> errors = kernel_shape_errors(s, g);
+  LOOM_CHECK(errors.empty(), "kernel_step: ", errors.front());
+  const ModelConfig& m = s.model;
+  // Sizes as doubles: (B*T) x V products overflow int.
+  const double B = s.micro_batch, T = m.seq_len, N = B * T, C = m.d_model, L = m.n_layer;
+  const double tp = s.tp, Cl = C / tp, Hl = 4 * C / tp, NHl = m.n_head / tp, hd = C / m.n_head;
+  const double Vl = double(m.padded_vocab(s.tp)) / tp, mb = s.micro_batches;
+  const double a = s.act_bytes, f = 4;  // activation and fp32 element sizes
+  const double rows = B * NHl * T;      // attention rows (lse, delta) of this rank
+  const double Lm = L * mb;
+
+  KernelStep k;
+  Builder b{g, k};
+  // A GEMM out (N, OC) = in (N, IC) @ W (IC, OC): forward (+ bias), dX, dW (fp32, accumulated:
+  // read and written), each operand moved once.
+  auto gemm_fwd = [&](const std::string& n, double IC, double OC, bool bias, const char* part,
+                      double calls) {
+    b.add(n + " GEMM fwd", part, Unit::Tensor, calls, 2 * N * IC * OC,
+          a * (N * IC + IC * OC + N * OC + (bias ? OC : 0)));
+  };
+  auto gemm_bwd = [&](const std::string& n, double IC, double OC, const char* part, double calls) {
+    b.add(n + " GEMM dX", part, Unit::Tensor, calls, 2 * N * IC * OC,
+          a * (N * OC + IC * OC + N * IC));
+    b.add(n + " GEMM dW", part, Unit::Tensor, calls, 2 * N * IC * OC,
+          a * (N * IC + N * OC) + 2 * f * IC * OC);
+  };
+  // LayerNorm over (N, C): forward writes out and fp32 mean, rstd; backward dX reads dout, inp,
+  // and accumulates into dinp; dW, db reads dout, inp again and accumulates fp32 (C) sums.
+  const double ln_calls = (2 * L + 1) * mb;  // two per block + the final one
+
+  // ---- forward ---------------------------------------------------------------------------
+  b.add("embedding fwd (wte + wpe rows)", "embedding", Unit::Vector, mb, N * C,
+        f * N + a * (N * C / tp + T * C + N * C));
+  b.add("LayerNorm fwd", "block", Unit::Vector, ln_calls, 8 * N * C,
+        a * (2 * N * C + 2 * C) + 2 * f * N);
+  gemm_fwd("qkv", C, 3 * Cl, true, "block", Lm);
+  // Flash attention: 4 B H T^2 hd for QK^T and PV, halved by the causal mask.
+  b.add("attention fwd (flash)", "block", Unit::Attention, Lm, 2 * B * NHl * T * T * hd,
+        a * (3 * N * Cl + N * Cl) + f * rows);
+  gemm_fwd("attn proj", Cl, C, false, "block", Lm);
+  b.add("bias + residual", "block", Unit::Vector, 2 * Lm, 2 * N * C, a * (3 * N * C + C));
+  gemm_fwd("fc", C, Hl, true, "block", Lm);
+  b.add("GELU fwd", "block", Unit::Vector, Lm, 10 * N * Hl, 2 * a * N * Hl);
+  gemm_fwd("fc proj", Hl, C, false, "block", Lm);
+  gemm_fwd("classifier logits", C, Vl, false, "head", mb);
+  b.add("cross-entropy row max, sums", "head", Unit::Vector, mb, 4 * N * Vl,
+        a * N * Vl + f * N + 3 * f * N);
+  b.add("cross-entropy loss", "head", Unit::Vector, mb, 2 * N, 4 * f * N);
+
+  // ---- backward --------------------------------------------------------------------------
+  b.add("cross-entropy bwd (in place)", "head", Unit::Vector, mb, 4 * N * Vl,
+        2 * a * N * Vl + 4 * f * N);
+  // dW (Vl, C) += dlogits^T x; dx = dlogits W.
+  b.add("classifier GEMM dW", "head", Unit::Tensor, mb, 2 * N * Vl * C,
+        a * (N * Vl + N * C) + 2 * f * Vl * C);
+  b.add("classifier GEMM dX", "head", Unit::Tensor, mb, 2 * N * Vl * C,
+        a * (N * Vl + Vl * C + N * C));
+  b.add("memset final-norm gradient", "head", Unit::Vector, mb, 0, a * N * C);
+  gemm_bwd("fc proj", Hl, C, "block", Lm);
+  b.add("bias grad (attn proj, fc proj)", "block", Unit::Vector, 2 * Lm, N * C,
+        a * N * C + 2 * f * C);
+  b.add("GELU bwd", "block", Unit::Vector, Lm, 12 * N * Hl, 3 * a * N * Hl);
+  gemm_bwd("fc", C, Hl, "block", Lm);
+  b.add("bias grad (fc)", "block", Unit::Vector, Lm, N * Hl, a * N * Hl + 2 * f * Hl);
+  b.add("copy residual gradient", "block", Unit::Vector, 2 * Lm, 0, 2 * a * N * C);
+  b.add("LayerNorm bwd dX", "block", Unit::Vector, ln_calls, 10 * N * C,
+        a * (4 * N * C + C) + 2 * f * N);
+  b.add("LayerNorm bwd dW, db", "block", Unit::Vector, ln_calls, 4 * N * C,
+        2 * a * N * C + 2 * f * N + 4 * f * C);
+  gemm_bwd("attn proj", Cl, C, "block", Lm);
+  b.add("attention bwd delta = rowsum(dO O)", "block", Unit::Vector, Lm, 2 * N * Cl,
+        2 * a * N * Cl + f * rows);
+  // dQ recomputes S = QK^T and dP = dO V^T and forms dQ = dS K: 3 matmuls; dK, dV recomputes
+  // S and dP and forms dV = P^T dO, dK = dS^T Q: 4. Each 2 B H T^2 hd, halved by the mask.
+  b.add("attention bwd dQ (flash)", "block", Unit::Attention, Lm, 3 * B * NHl * T * T * hd,
+        a * 5 * N * Cl + 2 * f * rows);
+  b.add("attention bwd dK, dV (flash)", "block", Unit::Attention, Lm, 4 * B * NHl * T * T * hd,
+        a * 6 * N * Cl + 2 * f * rows);
+  gemm_bwd("qkv", C, 3 * Cl, "block", Lm);
+  b.add("bias grad (qkv)", "block", Unit::Vector, Lm, 3 * N * Cl, 3 * a * N * Cl + 2 * f * 3 * Cl);
+  // dwte: each distinct token's row read and written once (at most min(N, Vl) rows).
+  b.add("embedding bwd (wte)", "embedding", Unit::Vector, mb, N * C,
+        a * N * C + f * N + 2 * f * std::min(N, Vl) * C);
+  b.add("embedding bwd (wpe)", "embedding", Unit::Vector, mb, N * C, a * N * C + 2 * f * T * C);
+
+  // ---- optimizer step: this rank's parameters, fp32 -------------------------------------
+  const double per_layer = C * 3 * Cl + 3 * Cl + Cl * C + C + C * Hl + Hl + Hl * C + C + 4 * C;
+  const double P =
+      L * per_layer + Vl * C * (m.tie_embeddings ? 1 : 2) + double(m.positions()) * C + 2 * C;
+  const double tensors = 12 * L + 4 + (m.tie_embeddings ? 0 : 1);
+  k.params = P;
+  b.add("memset gradients", "optimizer", Unit::Vector, 1, 0, f * P);
+  b.add("gradient norm (sum of squares)", "optimizer", Unit::Vector, 2 * tensors,
+        2 * P / (2 * tensors), f * P / (2 * tensors));
+  // Reads master, grad, m, v; writes master, m, v.
+  b.add("AdamW", "optimizer", Unit::Vector, tensors, 14 * P / tensors, 7 * f * P / tensors);
+  if (s.act_bytes < 4)  // the compute copy: fp32 master read, 2-byte copy written
+    b.add("cast master to compute copy", "optimizer", Unit::Vector, 1, P, (f + a) * P);
+
+  for (const KernelCost& c : k.kernels) {
+    k.flops += c.flops;
+    k.bytes += c.bytes;
+    k.roofline_s += c.time_s;
+    k.launches += c.calls;
+  }
+  k.launch_s = k.launches * g.launch_s;
+  k.step_s = k.roofline_s + k.launch_s;
+  k.tokens = N * mb;
+  k.model_flops = flops_per_token(m) * k.tokens / tp;
+  k.mfu = k.model_flops / (k.step_s * g.tensor_flops);
+  k.mfu_roofline = k.model_flops / (k.roofline_s * g.tensor_flops);
+  return k;
+}
+
+}  // namespace loom::plan
