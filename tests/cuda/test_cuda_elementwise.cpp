@@ -2,6 +2,7 @@
 // twins.
 #include <cmath>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "kernels/adamw.h"
@@ -31,84 +32,55 @@ TEST(CudaDevice, AvailabilityIsAnsweredWithAReason) {
 // Sizes: a multiple of 8 (128-bit packs) and an odd one (scalar path).
 const size_t kSizes[] = {4096, 1001};
 
-TEST_F(CudaElementwise, GeluFp32MatchesCpu) {
+template <typename T>
+class CudaGelu : public CudaTest {};
+TYPED_TEST_SUITE(CudaGelu, Fp32AndLowpTypes, TypeNames);
+
+// Inputs rounded to the storage type (the cpu twin sees the same values); the backward also in
+// place (dinp aliasing dout).
+TYPED_TEST(CudaGelu, MatchesCpu) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(1u, 3u, 23u);
+  const double tol = type_tol<T>();
   for (size_t n : kSizes) {
-    auto x = randu(n, 1, -6.0f, 6.0f);
-    auto g = randu(n, 2);
+    auto x = round_to<T>(randu(n, seed, -6.0f, 6.0f));
+    auto g = round_to<T>(randu(n, seed + 1));
     std::vector<float> want(n), dwant(n);
     cpu::gelu_forward(want.data(), x.data(), n);
     cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<float> dx(x), dg(g), dy(n), ddx(n);
+    DevBuf<T> dx(convert<T>(x)), dg(convert<T>(g)), dy(n), ddx(n);
     cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
     cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(dy.download(), want, kTolF32, "gelu_forward n=" + std::to_string(n));
-    EXPECT_REL_LE(ddx.download(), dwant, kTolF32, "gelu_backward n=" + std::to_string(n));
+    const std::string what = ty + " n=" + std::to_string(n);
+    EXPECT_REL_LE(to_f32(dy.download()), want, tol, "gelu_forward " + what);
+    EXPECT_REL_LE(to_f32(ddx.download()), dwant, tol, "gelu_backward " + what);
     cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
-    EXPECT_REL_LE(dg.download(), dwant, kTolF32, "gelu_backward in place");
+    EXPECT_REL_LE(to_f32(dg.download()), dwant, tol, "gelu_backward in place " + what);
   }
 }
 
-TEST_F(CudaElementwise, GeluBf16MatchesCpu) {
-  for (size_t n : kSizes) {
-    auto x = round_bf16(randu(n, 3, -6.0f, 6.0f));
-    auto g = round_bf16(randu(n, 4));
-    std::vector<float> want(n), dwant(n);
-    cpu::gelu_forward(want.data(), x.data(), n);
-    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<bf16> dx(to_bf16(x)), dg(to_bf16(g)), dy(n), ddx(n);
-    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
-    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(to_f32(dy.download()), want, kTolBF16, "gelu_forward bf16");
-    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolBF16, "gelu_backward bf16");
-  }
-}
+template <typename T>
+class CudaResidual : public CudaTest {};
+TYPED_TEST_SUITE(CudaResidual, Fp32AndLowpTypes, TypeNames);
 
-TEST_F(CudaElementwise, GeluF16MatchesCpu) {
+// Every type from the same fp32 inputs, rounded to it. The sum is computed in fp32 and stored
+// with one rounding (none for fp32): bitwise the host rounding of the cpu result.
+TYPED_TEST(CudaResidual, OneRoundingOfTheCpuSum) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
   for (size_t n : kSizes) {
-    auto x = round_f16(randu(n, 23, -6.0f, 6.0f));
-    auto g = round_f16(randu(n, 24));
-    std::vector<float> want(n), dwant(n);
-    cpu::gelu_forward(want.data(), x.data(), n);
-    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<f16> dx(to_f16(x)), dg(to_f16(g)), dy(n), ddx(n);
-    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
-    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(to_f32(dy.download()), want, kTolF16, "gelu_forward fp16");
-    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolF16, "gelu_backward fp16");
-    cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
-    EXPECT_REL_LE(to_f32(dg.download()), dwant, kTolF16, "gelu_backward fp16 in place");
-  }
-}
-
-TEST_F(CudaElementwise, ResidualMatchesCpu) {
-  for (size_t n : kSizes) {
-    auto a = randu(n, 5), b = randu(n, 6);
+    auto a = round_to<T>(randu(n, 5)), b = round_to<T>(randu(n, 6));
     std::vector<float> want(n), acc = a;
     cpu::residual_forward(want.data(), a.data(), b.data(), n);
     cpu::add_inplace(acc.data(), b.data(), n);
-    DevBuf<float> da(a), db(b), dy(n);
+    DevBuf<T> da(convert<T>(a)), db(convert<T>(b)), dy(n);
     cuda::residual_forward(dy.get(), da.get(), db.get(), n, nullptr);
     cuda::add_inplace(da.get(), db.get(), n, nullptr);
-    EXPECT_TRUE(bitwise_equal(dy.download(), want)) << "residual_forward n=" << n;
-    EXPECT_TRUE(bitwise_equal(da.download(), acc)) << "add_inplace n=" << n;
-
-    auto ar = round_bf16(a), br = round_bf16(b);
-    cpu::residual_forward(want.data(), ar.data(), br.data(), n);
-    DevBuf<bf16> ha(to_bf16(ar)), hb(to_bf16(br)), hy(n);
-    cuda::residual_forward(hy.get(), ha.get(), hb.get(), n, nullptr);
-    cuda::add_inplace(ha.get(), hb.get(), n, nullptr);
-    // One rounding of the exact fp32 sum: exactly the host rounding of the cpu result.
-    EXPECT_TRUE(bitwise_equal(to_f32(hy.download()), round_bf16(want))) << "bf16 residual";
-    EXPECT_TRUE(bitwise_equal(to_f32(ha.download()), round_bf16(want))) << "bf16 add_inplace";
-
-    // fp16: the same single rounding of the exact fp32 sum, so again bitwise.
-    auto af = round_f16(a), bf = round_f16(b);
-    cpu::residual_forward(want.data(), af.data(), bf.data(), n);
-    DevBuf<f16> fa(to_f16(af)), fb(to_f16(bf)), fy(n);
-    cuda::residual_forward(fy.get(), fa.get(), fb.get(), n, nullptr);
-    cuda::add_inplace(fa.get(), fb.get(), n, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(fy.download()), round_f16(want))) << "fp16 residual";
-    EXPECT_TRUE(bitwise_equal(to_f32(fa.download()), round_f16(want))) << "fp16 add_inplace";
+    EXPECT_TRUE(bitwise_equal(to_f32(dy.download()), round_to<T>(want)))
+        << ty << " residual_forward n=" << n;
+    EXPECT_TRUE(bitwise_equal(to_f32(da.download()), round_to<T>(acc)))
+        << ty << " add_inplace n=" << n;
   }
 }
 
@@ -118,7 +90,7 @@ TEST_F(CudaElementwise, F16OverflowBecomesInf) {
   const size_t n = 16;
   std::vector<float> a(n, 60000.0f), b(n, 6000.0f);
   b[3] = -6016.0f;  // 53984 = 1687 * 32: finite and an fp16 value (54000 is not: it rounds)
-  DevBuf<f16> fa(to_f16(a)), fb(to_f16(b)), fy(n);
+  DevBuf<f16> fa(convert<f16>(a)), fb(convert<f16>(b)), fy(n);
   cuda::residual_forward(fy.get(), fa.get(), fb.get(), n, nullptr);
   const auto y = to_f32(fy.download());
   for (size_t i = 0; i < n; i++) {
@@ -139,7 +111,7 @@ TEST_F(CudaElementwise, CastsRoundToNearestEven) {
     cuda::cast_f32_to_bf16(h.get(), dx.get(), n, nullptr);
     cuda::cast_bf16_to_f32(back.get(), h.get(), n, nullptr);
     const auto got = h.download();
-    const auto want = to_bf16(x);
+    const auto want = convert<bf16>(x);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += got[i].bits != want[i].bits;
     EXPECT_EQ(bad, 0u) << "cast_f32_to_bf16 n=" << n;
@@ -171,7 +143,7 @@ TEST_F(CudaElementwise, CastsF16RoundToNearestEvenAndOverflowToInf) {
     cuda::cast_f32_to_f16(h.get(), dx.get(), n, nullptr);
     cuda::cast_f16_to_f32(back.get(), h.get(), n, nullptr);
     const auto got = h.download();
-    const auto want = to_f16(x);
+    const auto want = convert<f16>(x);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
       if (i == n - 3) continue;  // NaN: checked below
@@ -193,35 +165,24 @@ TEST_F(CudaElementwise, CastsF16RoundToNearestEvenAndOverflowToInf) {
   }
 }
 
-TEST_F(CudaElementwise, AdamWMatchesCpuOverSteps) {
-  for (size_t n : kSizes) {
-    auto p = randu(n, 8), m = randu(n, 9, 0.0f, 0.01f), v = randu(n, 10, 0.0f, 0.01f);
-    DevBuf<float> dp(p), dm(m), dv(v), dg(n);
-    DevBuf<bf16> copy(n);
-    for (int step = 1; step <= 3; step++) {
-      auto g = randu(n, 100 + step);
-      const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
-      cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
-      dg.upload(g);
-      cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), n, hp, copy.get(), nullptr);
-    }
-    const auto gp = dp.download();
-    EXPECT_REL_LE(gp, p, 1e-6, "adamw params");
-    EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
-    EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
-    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_bf16(gp))) << "bf16 copy of params";
-  }
-}
+template <typename T>
+class CudaAdamW : public CudaTest {};
+TYPED_TEST_SUITE(CudaAdamW, LowpTypes, TypeNames);
 
-// The fp16 copy is the one rounding of the fp32 master weights; without a copy (nullptr) the
-// fp32 update is the same.
-TEST_F(CudaElementwise, AdamWF16CopyAndNoCopy) {
+// fp32 master weights and moments against the cpu twin over three steps; the compute copy (bf16
+// or fp16) is the one rounding of the fp32 weights; without a copy (nullptr) the fp32 update is
+// the same, bit for bit.
+TYPED_TEST(CudaAdamW, MatchesCpuOverStepsWithAndWithoutCopy) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(8u, 18u), grad_seed = per_type<T>(100u, 200u);
   for (size_t n : kSizes) {
-    auto p = randu(n, 18), m = randu(n, 19, 0.0f, 0.01f), v = randu(n, 20, 0.0f, 0.01f);
+    auto p = randu(n, seed), m = randu(n, seed + 1, 0.0f, 0.01f);
+    auto v = randu(n, seed + 2, 0.0f, 0.01f);
     DevBuf<float> dp(p), dm(m), dv(v), dg(n), dp2(p), dm2(m), dv2(v);
-    DevBuf<f16> copy(n);
+    DevBuf<T> copy(n);
     for (int step = 1; step <= 3; step++) {
-      auto g = randu(n, 200 + step);
+      auto g = randu(n, grad_seed + step);
       const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
       cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
       dg.upload(g);
@@ -229,8 +190,10 @@ TEST_F(CudaElementwise, AdamWF16CopyAndNoCopy) {
       cuda::adamw_update(dp2.get(), dg.get(), dm2.get(), dv2.get(), n, hp, nullptr, nullptr);
     }
     const auto gp = dp.download();
-    EXPECT_REL_LE(gp, p, 1e-6, "adamw params (fp16 copy)");
-    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_f16(gp))) << "fp16 copy of params";
+    EXPECT_REL_LE(gp, p, 1e-6, "adamw params (" + ty + " copy)");
+    EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
+    EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
+    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_to<T>(gp))) << ty << " copy of params";
     EXPECT_TRUE(bitwise_equal(dp2.download(), gp)) << "no copy: same fp32 update";
     EXPECT_TRUE(bitwise_equal(dm2.download(), dm.download())) << "no copy: same m";
     EXPECT_TRUE(bitwise_equal(dv2.download(), dv.download())) << "no copy: same v";
