@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cuda_device.h"
+#include "tests/support/compare.h"
+#include "tests/support/random.h"
 
 namespace loom::cudatest {
 
@@ -75,13 +75,8 @@ class DevBuf {
   size_t n_;
 };
 
-inline std::vector<float> randu(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
+using loom::test::bitwise_equal;
+using loom::test::randu;
 
 // Scalar conversions of the storage types; float converts to itself.
 template <typename T>
@@ -171,13 +166,6 @@ inline double rel_err(const std::vector<float>& got, const std::vector<float>& w
     den += (double)want[i] * want[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); i++)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
-  return true;
 }
 
 #define EXPECT_REL_LE(got, want, tol, what)                                              \

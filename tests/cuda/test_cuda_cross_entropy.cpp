@@ -2,7 +2,6 @@
 // TP=2 split.
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -13,14 +12,6 @@ namespace loom::cudatest {
 namespace {
 
 class CudaCrossEntropy : public CudaTest {};
-
-std::vector<int32_t> make_targets(int N, int V, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(0, V - 1);
-  std::vector<int32_t> t(N);
-  for (auto& x : t) x = d(gen);
-  return t;
-}
 
 struct Shard {
   int Vl, vstart, V;
@@ -39,7 +30,7 @@ TEST_F(CudaCrossEntropy, Fp32PassesMatchCpu) {
   const float dloss = 1.0f / N;
   for (const Shard& s : kShards) {
     auto logits = randu((size_t)N * s.Vl, 1, -8.0f, 8.0f);
-    auto targets = make_targets(N, s.V, 2);
+    auto targets = test::randi(N, s.V, 2);
     std::vector<float> maxv(N), sums(2 * N), dl = logits;
     cpu::ce_row_max(maxv.data(), logits.data(), N, s.Vl, s.vstart, s.V);
     cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), targets.data(), N, s.Vl, s.vstart,
@@ -85,7 +76,7 @@ TYPED_TEST(CudaCrossEntropyLowp, PassesMatchCpuOnRoundedLogits) {
   for (const Shard& s : kShards) {
     if (s.vstart >= s.V) continue;
     auto logits = round_to<T>(randu((size_t)N * s.Vl, seed, -8.0f, 8.0f));
-    auto targets = make_targets(N, s.V, seed + 1);
+    auto targets = test::randi(N, s.V, seed + 1);
     std::vector<float> maxv(N), sums(2 * N), losses(N), dl = logits;
     cpu::ce_row_max(maxv.data(), logits.data(), N, s.Vl, s.vstart, s.V);
     cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), targets.data(), N, s.Vl, s.vstart,
@@ -119,7 +110,7 @@ TYPED_TEST(CudaCrossEntropyLowp, PassesMatchCpuOnRoundedLogits) {
 TEST_F(CudaCrossEntropy, TwoShardsReduceToFullVocabLoss) {
   const int N = 7, V = 500, Vl = 256;  // padded vocab 512 over two shards, 12 padding ids
   auto full = randu((size_t)N * 2 * Vl, 5, -6.0f, 6.0f);
-  auto targets = make_targets(N, V, 6);
+  auto targets = test::randi(N, V, 6);
   std::vector<float> maxv(N), sums(2 * N), losses(N);
   cpu::ce_row_max(maxv.data(), full.data(), N, 2 * Vl, 0, V);
   cpu::ce_row_sums(sums.data(), full.data(), maxv.data(), targets.data(), N, 2 * Vl, 0, V);

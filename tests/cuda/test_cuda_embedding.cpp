@@ -1,5 +1,4 @@
 // cuda twin of the vocab-parallel token + position embedding vs the cpu twin (forward, backward).
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,10 +13,7 @@ class CudaEmbedding : public CudaTest {};
 // Tokens over a vocab of 20 with many repeats; the shard holds ids [5, 17), so some tokens are
 // outside it (their rows stay zero in the forward and contribute nothing to dwte).
 std::vector<int32_t> make_tokens(int N, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(0, 19);
-  std::vector<int32_t> t(N);
-  for (auto& x : t) x = d(gen);
+  std::vector<int32_t> t = test::randi(N, 20, seed);
   t[N - 1] = t[0];  // first and last rows share a token
   return t;
 }
