@@ -10,6 +10,7 @@
 #include "ckpt/canonical.h"
 #include "ckpt/hdf5_util.h"
 #include "core/check.h"
+#include "tests/support/configs.h"
 #include "tests/support/fixture.h"
 
 namespace loom {
@@ -63,10 +64,7 @@ TEST(Hdf5Weights, CorruptObjectHeaderIsReportedAsUnreadable) {
     f.write("\xff\xff\xff\xff", 4);  // the header's version (v1) or signature (v2)
     ASSERT_TRUE(f.good());
   }
-  ModelConfig m;
-  m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.vocab_size = 97, m.seq_len = 8;
-  m.max_positions = 16, m.tie_embeddings = true;
-  ParamLayout L(m, 1, 0, 1, 0);
+  ParamLayout L(test::fixture_model(), 1, 0, 1, 0);
   std::vector<float> params(L.total());
   try {
     load_canonical(path, L, params.data());

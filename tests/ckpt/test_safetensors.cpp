@@ -14,6 +14,8 @@
 #include "ckpt/safetensors.h"
 #include "core/check.h"
 #include "model/init.h"
+#include "tests/support/compare.h"
+#include "tests/support/configs.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -23,10 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// The fixtures' model, or the same with an untied classifier.
 ModelConfig tiny(bool tied = true) {
-  ModelConfig m;
-  m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.vocab_size = 97, m.seq_len = 8;
-  m.max_positions = 16, m.tie_embeddings = tied;
+  ModelConfig m = test::fixture_model();
+  m.tie_embeddings = tied;
   return m;
 }
 
@@ -58,10 +60,6 @@ std::vector<float> load(const std::string& path, const ParamLayout& L) {
   std::vector<float> v(L.total(), std::numeric_limits<float>::quiet_NaN());
   load_canonical(path, L, v.data());
   return v;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 std::unique_ptr<ParallelCtx> single_rank() {
@@ -97,13 +95,16 @@ struct Entry {
   std::string bytes;
 };
 
-std::string f32_bytes(const float* v, size_t n) { return std::string(reinterpret_cast<const char*>(v), n * 4); }
+std::string f32_bytes(const float* v, size_t n) {
+  return std::string(reinterpret_cast<const char*>(v), n * 4);
+}
 
 void write_entries(const std::string& path, const std::vector<Entry>& es) {
   json h = json::object();
   std::string data;
   for (const Entry& e : es) {
-    h[e.name] = {{"dtype", e.dtype}, {"shape", e.shape},
+    h[e.name] = {{"dtype", e.dtype},
+                 {"shape", e.shape},
                  {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
     data += e.bytes;
   }
@@ -132,7 +133,8 @@ void expect_user_error(F&& f, const std::vector<std::string>& pieces) {
     ADD_FAILURE() << "no UserError thrown; expected one mentioning " << pieces[0];
   } catch (const UserError& e) {
     std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const std::string& p : pieces)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
 }
@@ -142,7 +144,7 @@ void expect_user_error(F&& f, const std::vector<std::string>& pieces) {
 TEST(SafetensorsFixture, MixedDtypesLoadExactlyAsTheirRoundedValues) {
   ParamLayout L(tiny(), 1, 0, 1, 0);
   std::vector<float> mixed = load(kMixed, L), rounded = load(kRounded, L);
-  EXPECT_TRUE(bitwise_equal(mixed, rounded));
+  EXPECT_TRUE(test::bitwise_equal(mixed, rounded));
 }
 
 // Against the fp32 originals: F32 and F64 tensors exact; F16 within half an ulp
@@ -161,7 +163,7 @@ TEST(SafetensorsFixture, MixedDtypesMatchTheH5WithinFormatPrecision) {
     size_t differ = 0;
     for (size_t i = 0; i < p.numel(); ++i) {
       double x = h5[p.offset + i], y = mixed[p.offset + i];
-      double tol = t->dtype == StDtype::F16    ? std::ldexp(std::fabs(x), -11) + std::ldexp(1.0, -25)
+      double tol = t->dtype == StDtype::F16 ? std::ldexp(std::fabs(x), -11) + std::ldexp(1.0, -25)
                    : t->dtype == StDtype::BF16 ? std::ldexp(std::fabs(x), -8)
                                                : 0.0;
       ASSERT_LE(std::fabs(x - y), tol) << p.name << "[" << i << "] " << t->dtype_name;
@@ -209,7 +211,7 @@ TEST(SafetensorsRoundTrip, SaveThenLoadIsBitwiseSingleRank) {
   std::vector<float> orig = load(kH5, L);
   std::string path = dir.file("model.safetensors");
   save_canonical(path, L, orig.data(), *pc, &m);
-  EXPECT_TRUE(bitwise_equal(load(path, L), orig));
+  EXPECT_TRUE(test::bitwise_equal(load(path, L), orig));
   EXPECT_TRUE(fs::exists(dir.file("config.json")));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   EXPECT_FALSE(fs::exists(dir.file("config.json.tmp")));
@@ -224,7 +226,7 @@ TEST(SafetensorsRoundTrip, UntiedRoundTripIncludesLmHead) {
   init_params(L, m, 7, orig.data());
   std::string path = dir.file("model.safetensors");
   save_canonical(path, L, orig.data(), *pc, &m);
-  EXPECT_TRUE(bitwise_equal(load(path, L), orig));
+  EXPECT_TRUE(test::bitwise_equal(load(path, L), orig));
   SafetensorsFile f(path);
   ASSERT_NE(f.find("lm_head.weight"), nullptr);
   EXPECT_EQ(f.find("lm_head.weight")->shape, (std::vector<int64_t>{97, 32}));
@@ -284,7 +286,7 @@ TEST(SafetensorsRoundTrip, Hdf5PathStillWritesHdf5) {
   ModelConfig m = tiny();
   save_canonical(path, L, orig.data(), *pc, &m);
   EXPECT_EQ(read_bytes(path).substr(1, 3), "HDF");
-  EXPECT_TRUE(bitwise_equal(load(path, L), orig));
+  EXPECT_TRUE(test::bitwise_equal(load(path, L), orig));
   EXPECT_FALSE(fs::exists(dir.file("config.json")));
 }
 
@@ -304,11 +306,12 @@ TEST(SafetensorsTensorParallel, ShardsMatchHdf5AndTileTheTensors) {
     std::map<std::string, std::vector<int>> covered;  // canonical element -> times written
     for (int stage = 0; stage < pp; ++stage)
       for (int r = 0; r < tp; ++r) {
-        SCOPED_TRACE(testing::Message() << "tp" << tp << " pp" << pp << " stage " << stage << " rank " << r);
+        SCOPED_TRACE(testing::Message()
+                     << "tp" << tp << " pp" << pp << " stage " << stage << " rank " << r);
         ParamLayout L(m, tp, r, pp, stage);
         std::vector<float> st = load(path, L);
-        EXPECT_TRUE(bitwise_equal(st, load(kH5, L)));
-        EXPECT_TRUE(bitwise_equal(load(kMixed, L), load(kRounded, L)));
+        EXPECT_TRUE(test::bitwise_equal(st, load(kH5, L)));
+        EXPECT_TRUE(test::bitwise_equal(load(kMixed, L), load(kRounded, L)));
         for (const ParamSpec& p : L.params()) {
           const ParamSpec& g = L1.get(p.name);
           std::vector<int>& cov = covered[p.name];
@@ -327,8 +330,9 @@ TEST(SafetensorsTensorParallel, ShardsMatchHdf5AndTileTheTensors) {
     for (const ParamSpec& g : L1.params()) {
       const ParamLayout first(m, tp, 0, pp, 0);  // outlives stage0, which points into it
       const ParamSpec* stage0 = first.find(g.name);
-      bool tp_split = stage0 ? stage0->shard != Shard::Replicated
-                             : ParamLayout(m, tp, 0, pp, pp - 1).get(g.name).shard != Shard::Replicated;
+      bool tp_split =
+          stage0 ? stage0->shard != Shard::Replicated
+                 : ParamLayout(m, tp, 0, pp, pp - 1).get(g.name).shard != Shard::Replicated;
       // Split tensors are covered once per stage holding them; replicated ones tp times.
       int holders = 0;
       for (int s = 0; s < pp; ++s) holders += ParamLayout(m, tp, 0, pp, s).find(g.name) != nullptr;
@@ -353,14 +357,17 @@ TEST(SafetensorsReader, ConvertsSpecialValuesAndReadsSubBlocks) {
   for (int i = 0; i < 15; ++i) f[i] = float(i) + 0.5f;
   int64_t i64 = 7;
   write_entries(path, {
-      {"h", "F16", {2, 4}, u16({0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0xfc00})},
-      {"b", "BF16", {3}, u16({0x3f80, 0xc040, 0x7fc0})},
-      {"d", "F64", {2, 2}, std::string(reinterpret_cast<const char*>(d), 32)},
-      {"f", "F32", {3, 5}, f32_bytes(f, 15)},
-      {"s", "F32", {}, f32_bytes(&s, 1)},
-      {"z", "F32", {0, 3}, ""},
-      {"i", "I64", {1}, std::string(reinterpret_cast<const char*>(&i64), 8)},
-  });
+                          {"h",
+                           "F16",
+                           {2, 4},
+                           u16({0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0xfc00})},
+                          {"b", "BF16", {3}, u16({0x3f80, 0xc040, 0x7fc0})},
+                          {"d", "F64", {2, 2}, std::string(reinterpret_cast<const char*>(d), 32)},
+                          {"f", "F32", {3, 5}, f32_bytes(f, 15)},
+                          {"s", "F32", {}, f32_bytes(&s, 1)},
+                          {"z", "F32", {0, 3}, ""},
+                          {"i", "I64", {1}, std::string(reinterpret_cast<const char*>(&i64), 8)},
+                      });
   SafetensorsFile st(path);
   EXPECT_TRUE(st.metadata().empty());
   float h[8];
@@ -448,24 +455,28 @@ TEST_F(SafetensorsBadInput, MalformedJson) {
 TEST_F(SafetensorsBadInput, OffsetsOutOfRange) {
   expect_open_error(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "abcd"),
                     {"'w'", "beyond the 4-byte data section"});
-  expect_open_error(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", "abcdefgh"),
-                    {"'w'", "data_offsets"});
-  expect_open_error(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", "abcdefgh"),
-                    {"'w'", "data_offsets"});
+  expect_open_error(
+      st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", "abcdefgh"),
+      {"'w'", "data_offsets"});
+  expect_open_error(
+      st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", "abcdefgh"),
+      {"'w'", "data_offsets"});
 }
 
 TEST_F(SafetensorsBadInput, OffsetsOverlap) {
-  expect_open_error(
-      st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, 'x')),
-      {"'a'", "'b'", "overlap"});
+  expect_open_error(st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                             std::string(12, 'x')),
+                    {"'a'", "'b'", "overlap"});
 }
 
 TEST_F(SafetensorsBadInput, SizeDoesNotMatchShapeAndDtype) {
-  expect_open_error(st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "abcdefgh"),
-                    {"'w'", "holds 8 bytes", "need 12"});
-  expect_open_error(st_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", "abcdefgh"),
-                    {"'w'", "shape"});
+  expect_open_error(
+      st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "abcdefgh"),
+      {"'w'", "holds 8 bytes", "need 12"});
+  expect_open_error(
+      st_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", "abcdefgh"),
+      {"'w'", "shape"});
   expect_open_error(
       st_bytes(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
                "abcdefgh"),
@@ -473,8 +484,9 @@ TEST_F(SafetensorsBadInput, SizeDoesNotMatchShapeAndDtype) {
 }
 
 TEST_F(SafetensorsBadInput, WrongDtypeString) {
-  expect_open_error(st_bytes(R"({"w":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})", "abcdefgh"),
-                    {"'w'", "unknown dtype 'F33'"});
+  expect_open_error(
+      st_bytes(R"({"w":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})", "abcdefgh"),
+      {"'w'", "unknown dtype 'F33'"});
   expect_open_error(st_bytes(R"({"w":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", "abcdefgh"),
                     {"'w'", "dtype"});
 }
@@ -495,14 +507,16 @@ TEST_F(SafetensorsBadInput, TruncatedRealFile) {
 
 TEST_F(SafetensorsBadInput, MissingTensor) {
   std::vector<Entry> es = h5_entries("transformer.");
-  es.erase(std::remove_if(es.begin(), es.end(),
-                          [](const Entry& e) { return e.name == "transformer.h.1.mlp.c_proj.bias"; }),
-           es.end());
+  es.erase(
+      std::remove_if(es.begin(), es.end(),
+                     [](const Entry& e) { return e.name == "transformer.h.1.mlp.c_proj.bias"; }),
+      es.end());
   std::string p = dir_.file("missing.safetensors");
   write_entries(p, es);
   ParamLayout L(tiny(), 1, 0, 1, 0);
   std::vector<float> v(L.total(), 3.0f);
-  expect_user_error([&] { load_canonical(p, L, v.data()); }, {p, "missing tensor 'h.1.mlp.c_proj.bias'"});
+  expect_user_error([&] { load_canonical(p, L, v.data()); },
+                    {p, "missing tensor 'h.1.mlp.c_proj.bias'"});
   for (float x : v) ASSERT_EQ(x, 3.0f);
 }
 

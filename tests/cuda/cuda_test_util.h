@@ -1,4 +1,4 @@
-// Helpers of the cuda kernel tests: device buffers, bf16/fp16 host conversions, norm-wise errors.
+// Helpers of the cuda kernel tests: device buffers, bf16/fp16 conversions, typed tests, errors.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda_device.h"
+#include "tests/support/compare.h"
+#include "tests/support/random.h"
 
 namespace loom::cudatest {
 
@@ -29,8 +30,8 @@ using loom::cuda::f16;
 // significant bits) against 2^-9 for bf16, so kTolF16 is kTolBF16 / 4: the same margin over
 // the expected error (about 10x one unit roundoff). Test inputs stay far inside fp16's range
 // (|x| <= 8, results well below 65504).
-constexpr double kTolF32 = 1e-5;        // elementwise, layernorm, matmul, cross-entropy
-constexpr double kTolF32Attn = 1e-4;    // attention (online softmax, longer reductions)
+constexpr double kTolF32 = 1e-5;      // elementwise, layernorm, matmul, cross-entropy
+constexpr double kTolF32Attn = 1e-4;  // attention (online softmax, longer reductions)
 constexpr double kTolBF16 = 2e-2;
 constexpr double kTolF16 = 5e-3;
 
@@ -74,44 +75,85 @@ class DevBuf {
   size_t n_;
 };
 
-inline std::vector<float> randu(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
+using loom::test::bitwise_equal;
+using loom::test::randu;
 
-inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16> r(v.size());
-  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::bf16_from_float(v[i]);
+// Scalar conversions of the storage types; float converts to itself.
+template <typename T>
+T from_f32(float f) {
+  if constexpr (std::is_same_v<T, float>) {
+    return f;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return loom::cuda::bf16_from_float(f);
+  } else {
+    static_assert(std::is_same_v<T, f16>, "storage types: float, bf16, f16");
+    return loom::cuda::f16_from_float(f);
+  }
+}
+inline float to_f32(float x) { return x; }
+inline float to_f32(bf16 h) { return loom::cuda::bf16_to_float(h); }
+inline float to_f32(f16 h) { return loom::cuda::f16_to_float(h); }
+
+// A host vector in storage type T (round to nearest even, as the device's __float2bfloat16_rn
+// and __float2half_rn; tests/kernels/test_f16.cpp checks the fp16 rounding bit for bit).
+template <typename T>
+std::vector<T> convert(const std::vector<float>& v) {
+  std::vector<T> r(v.size());
+  for (size_t i = 0; i < v.size(); i++) r[i] = from_f32<T>(v[i]);
   return r;
 }
 
-inline std::vector<float> to_f32(const std::vector<bf16>& v) {
+template <typename T>
+std::vector<float> to_f32(const std::vector<T>& v) {
   std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::bf16_to_float(v[i]);
+  for (size_t i = 0; i < v.size(); i++) r[i] = to_f32(v[i]);
   return r;
 }
 
-// The values a bf16 buffer can hold: v rounded to bf16 and back.
-inline std::vector<float> round_bf16(const std::vector<float>& v) { return to_f32(to_bf16(v)); }
-
-inline std::vector<f16> to_f16(const std::vector<float>& v) {
-  std::vector<f16> r(v.size());
-  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::f16_from_float(v[i]);
-  return r;
+// The values a buffer of T can hold: v rounded to T and back (v itself for float).
+template <typename T>
+std::vector<float> round_to(const std::vector<float>& v) {
+  return to_f32(convert<T>(v));
 }
 
-inline std::vector<float> to_f32(const std::vector<f16>& v) {
-  std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); i++) r[i] = loom::cuda::f16_to_float(v[i]);
-  return r;
+// Typed tests: one body for several storage types. Fp32AndLowpTypes where the fp32 body is the
+// same, LowpTypes for the bodies that round their inputs to bf16 or fp16.
+using Fp32AndLowpTypes = ::testing::Types<float, bf16, f16>;
+using LowpTypes = ::testing::Types<bf16, f16>;
+
+// A value chosen by storage type (seeds, tolerances): per_type<T>(for_bf16, for_f16), or
+// per_type<T>(for_fp32, for_bf16, for_f16).
+template <typename T, typename V>
+V per_type(V for_bf16, V for_f16) {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>, "low-precision types only");
+  return std::is_same_v<T, bf16> ? for_bf16 : for_f16;
+}
+template <typename T, typename V>
+V per_type(V for_fp32, V for_bf16, V for_f16) {
+  if constexpr (std::is_same_v<T, float>) {
+    return for_fp32;
+  } else {
+    return per_type<T>(for_bf16, for_f16);
+  }
 }
 
-// The values an fp16 buffer can hold: v rounded to fp16 and back (tests/kernels/test_f16.cpp
-// checks the host rounding bit for bit; it is the same as the device's __float2half_rn).
-inline std::vector<float> round_f16(const std::vector<float>& v) { return to_f32(to_f16(v)); }
+template <typename T>
+std::string type_name() {
+  return per_type<T>(std::string("fp32"), std::string("bf16"), std::string("fp16"));
+}
+// The tolerance of an output stored as T: f32_tol for float, kTolBF16 / kTolF16 otherwise.
+template <typename T>
+double type_tol(double f32_tol = kTolF32) {
+  return per_type<T>(f32_tol, kTolBF16, kTolF16);
+}
+
+// Test names print the type ("CudaGelu/bf16.MatchesCpu"), not its index.
+struct TypeNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return type_name<T>();
+  }
+};
 
 // ||got - want||_2 / ||want||_2 (absolute when want is all zero); NaN anywhere gives +inf.
 inline double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
@@ -126,16 +168,9 @@ inline double rel_err(const std::vector<float>& got, const std::vector<float>& w
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); i++)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
-  return true;
-}
-
-#define EXPECT_REL_LE(got, want, tol, what)                                     \
-  do {                                                                          \
-    const double loom_rel_ = ::loom::cudatest::rel_err((got), (want));          \
+#define EXPECT_REL_LE(got, want, tol, what)                                              \
+  do {                                                                                   \
+    const double loom_rel_ = ::loom::cudatest::rel_err((got), (want));                   \
     EXPECT_LE(loom_rel_, (tol)) << (what) << ": norm-wise relative error " << loom_rel_; \
   } while (0)
 

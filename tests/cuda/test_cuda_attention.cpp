@@ -1,4 +1,5 @@
-// cuda twin of causal attention (flash style, saved logsumexp) vs the cpu twin, forward and backward.
+// cuda twin of causal attention (flash style, saved logsumexp) vs the cpu twin, forward and
+// backward.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -16,8 +17,8 @@ struct Shape {
   int B, T, NH, HS;
 };
 // Every supported head size; T not a multiple of the 32-row tiles; T = 1; several key tiles.
-const Shape kShapes[] = {{2, 70, 2, 16}, {2, 70, 2, 32}, {1, 200, 3, 64},
-                         {2, 37, 1, 128}, {1, 1, 2, 64}, {1, 100, 2, 128}};
+const Shape kShapes[] = {{2, 70, 2, 16},  {2, 70, 2, 32}, {1, 200, 3, 64},
+                         {2, 37, 1, 128}, {1, 1, 2, 64},  {1, 100, 2, 128}};
 
 std::string name(const Shape& s) {
   return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH) +
@@ -66,67 +67,39 @@ CpuResult cpu_attention(const std::vector<float>& qkv, const std::vector<float>&
   return r;
 }
 
-TEST_F(CudaAttention, Fp32MatchesCpu) {
-  for (const Shape& s : kShapes) {
-    const int C = s.NH * s.HS;
-    const size_t n_qkv = (size_t)s.B * s.T * 3 * C, n_out = (size_t)s.B * s.T * C;
-    const size_t n_row = (size_t)s.B * s.NH * s.T;
-    auto qkv = randu(n_qkv, 1, -2.0f, 2.0f), dout = randu(n_out, 2);
-    const CpuResult want = cpu_attention(qkv, dout, s);
-    DevBuf<float> dQkv(qkv), dOut(n_out), dLse(n_row), dDout(dout), dDqkv(n_qkv), dDelta(n_row);
-    cuda::attention_forward(dOut.get(), dLse.get(), dQkv.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_REL_LE(dOut.download(), want.out, kTolF32Attn, "forward out " + name(s));
-    EXPECT_REL_LE(dLse.download(), reference_lse(qkv, s), kTolF32Attn, "forward lse " + name(s));
-    cuda::attention_backward(dDqkv.get(), dDelta.get(), dDout.get(), dQkv.get(), dOut.get(),
-                             dLse.get(), s.B, s.T, C, s.NH, nullptr);
-    const auto got = dDqkv.download();
-    EXPECT_REL_LE(got, want.dqkv, kTolF32Attn, "backward dqkv " + name(s));
-    // Deterministic (no atomics): a second backward gives the same bits.
-    cuda::attention_backward(dDqkv.get(), dDelta.get(), dDout.get(), dQkv.get(), dOut.get(),
-                             dLse.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_TRUE(bitwise_equal(dDqkv.download(), got)) << "backward deterministic " << name(s);
-  }
-}
+template <typename T>
+class CudaAttentionTyped : public CudaTest {};
+TYPED_TEST_SUITE(CudaAttentionTyped, Fp32AndLowpTypes, TypeNames);
 
-TEST_F(CudaAttention, Bf16MatchesCpuOnRoundedInputs) {
+// Inputs rounded to the storage type (the cpu twin sees the same values). Scores, softmax and
+// lse stay fp32 whatever the storage: lse is held to the fp32 tolerance. The backward is
+// deterministic (no atomics): a second run gives the same bits.
+TYPED_TEST(CudaAttentionTyped, MatchesCpuOnRoundedInputs) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(1u, 3u, 5u);
+  const double tol = type_tol<T>(kTolF32Attn);
   for (const Shape& s : kShapes) {
     const int C = s.NH * s.HS;
     const size_t n_qkv = (size_t)s.B * s.T * 3 * C, n_out = (size_t)s.B * s.T * C;
     const size_t n_row = (size_t)s.B * s.NH * s.T;
-    auto qkv = round_bf16(randu(n_qkv, 3, -2.0f, 2.0f)), dout = round_bf16(randu(n_out, 4));
+    auto qkv = round_to<T>(randu(n_qkv, seed, -2.0f, 2.0f));
+    auto dout = round_to<T>(randu(n_out, seed + 1));
     const CpuResult want = cpu_attention(qkv, dout, s);
-    DevBuf<bf16> hQkv(to_bf16(qkv)), hOut(n_out), hDout(to_bf16(dout)), hDqkv(n_qkv);
+    DevBuf<T> hQkv(convert<T>(qkv)), hOut(n_out), hDout(convert<T>(dout)), hDqkv(n_qkv);
     DevBuf<float> dLse(n_row), dDelta(n_row);
     cuda::attention_forward(hOut.get(), dLse.get(), hQkv.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_REL_LE(to_f32(hOut.download()), want.out, kTolBF16, "bf16 forward out " + name(s));
-    EXPECT_REL_LE(dLse.download(), reference_lse(qkv, s), kTolF32Attn, "bf16 lse (fp32) " + name(s));
-    cuda::attention_backward(hDqkv.get(), dDelta.get(), hDout.get(), hQkv.get(), hOut.get(),
-                             dLse.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_REL_LE(to_f32(hDqkv.download()), want.dqkv, kTolBF16, "bf16 backward dqkv " + name(s));
-  }
-}
-
-TEST_F(CudaAttention, F16MatchesCpuOnRoundedInputs) {
-  for (const Shape& s : kShapes) {
-    const int C = s.NH * s.HS;
-    const size_t n_qkv = (size_t)s.B * s.T * 3 * C, n_out = (size_t)s.B * s.T * C;
-    const size_t n_row = (size_t)s.B * s.NH * s.T;
-    auto qkv = round_f16(randu(n_qkv, 5, -2.0f, 2.0f)), dout = round_f16(randu(n_out, 6));
-    const CpuResult want = cpu_attention(qkv, dout, s);
-    DevBuf<f16> hQkv(to_f16(qkv)), hOut(n_out), hDout(to_f16(dout)), hDqkv(n_qkv);
-    DevBuf<float> dLse(n_row), dDelta(n_row);
-    cuda::attention_forward(hOut.get(), dLse.get(), hQkv.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_REL_LE(to_f32(hOut.download()), want.out, kTolF16, "fp16 forward out " + name(s));
-    // Scores, softmax and lse stay fp32 whatever the storage: the fp32 tolerance.
+    EXPECT_REL_LE(to_f32(hOut.download()), want.out, tol, ty + " forward out " + name(s));
     EXPECT_REL_LE(dLse.download(), reference_lse(qkv, s), kTolF32Attn,
-                  "fp16 lse (fp32) " + name(s));
+                  ty + " lse (fp32) " + name(s));
     cuda::attention_backward(hDqkv.get(), dDelta.get(), hDout.get(), hQkv.get(), hOut.get(),
                              dLse.get(), s.B, s.T, C, s.NH, nullptr);
     const auto got = to_f32(hDqkv.download());
-    EXPECT_REL_LE(got, want.dqkv, kTolF16, "fp16 backward dqkv " + name(s));
+    EXPECT_REL_LE(got, want.dqkv, tol, ty + " backward dqkv " + name(s));
     cuda::attention_backward(hDqkv.get(), dDelta.get(), hDout.get(), hQkv.get(), hOut.get(),
                              dLse.get(), s.B, s.T, C, s.NH, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hDqkv.download()), got)) << "fp16 deterministic " << name(s);
+    EXPECT_TRUE(bitwise_equal(to_f32(hDqkv.download()), got))
+        << ty << " backward deterministic " << name(s);
   }
 }
 

@@ -56,17 +56,17 @@ class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DT
     return lowp_ ? round_act(v) : v;
   }
   std::vector<float> round_act(const std::vector<float>& v) const {
-    return half() ? round_f16(v) : round_bf16(v);
+    return half() ? round_to<f16>(v) : round_to<bf16>(v);
   }
 
   // Device buffers filled and read through the backend under test.
   Buffer act(const std::vector<float>& h) {  // h: representable values (act_vals)
     Buffer d(h.size() * be_->act_size(), Device::CUDA);
     if (half()) {
-      const auto b = to_f16(h);
+      const auto b = convert<f16>(h);
       be_->from_host(d.data(), b.data(), b.size() * sizeof(f16));
     } else if (lowp_) {
-      const auto b = to_bf16(h);
+      const auto b = convert<bf16>(h);
       be_->from_host(d.data(), b.data(), b.size() * sizeof(bf16));
     } else {
       be_->from_host(d.data(), h.data(), h.size() * sizeof(float));

@@ -1,4 +1,4 @@
-// cuda twins of bias_residual (fp32, bf16 and fp16, packed and scalar paths) vs the cpu twin.
+// cuda twins of bias_residual (fp32, bf16 and fp16; packed and scalar paths) vs the cpu twin.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,35 +53,28 @@ TEST_F(CudaBiasResidual, Fp32UnalignedPointers) {
   EXPECT_TRUE(bitwise_equal(std::vector<float>(got.begin() + 1, got.end()), want));
 }
 
-// bf16 storage: inputs rounded to bf16 (the cpu twin sees the same values), the fp32 result
-// rounded once, so the output is bitwise the host rounding of the cpu result.
-TEST_F(CudaBiasResidual, Bf16IsOneRoundingOfTheCpuResult) {
-  for (const Shape& s : kShapes) {
-    const size_t n = size_t(s.N) * s.C;
-    auto r = round_bf16(randu(n, 7, -8.0f, 8.0f)), p = round_bf16(randu(n, 8));
-    auto b = round_bf16(randu(s.C, 9));
-    std::vector<float> want(n);
-    cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
-    DevBuf<bf16> dr(to_bf16(r)), dp(to_bf16(p)), db(to_bf16(b)), dout(n);
-    cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(dout.download()), round_bf16(want))) << name(s);
-    cuda::bias_residual(dp.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);  // in place
-    EXPECT_TRUE(bitwise_equal(to_f32(dp.download()), round_bf16(want)))
-        << name(s) << " out aliasing partial";
-  }
-}
+template <typename T>
+class CudaBiasResidualLowp : public CudaTest {};
+TYPED_TEST_SUITE(CudaBiasResidualLowp, LowpTypes, TypeNames);
 
-// fp16 storage: the same single rounding of the exact fp32 result as bf16, so again bitwise.
-TEST_F(CudaBiasResidual, F16IsOneRoundingOfTheCpuResult) {
+// bf16 and fp16 storage: inputs rounded to the type (the cpu twin sees the same values), the
+// fp32 result rounded once, so the output is bitwise the host rounding of the cpu result.
+TYPED_TEST(CudaBiasResidualLowp, IsOneRoundingOfTheCpuResult) {
+  using T = TypeParam;
+  const uint32_t seed = per_type<T>(7u, 10u);
   for (const Shape& s : kShapes) {
     const size_t n = size_t(s.N) * s.C;
-    auto r = round_f16(randu(n, 10, -8.0f, 8.0f)), p = round_f16(randu(n, 11));
-    auto b = round_f16(randu(s.C, 12));
+    auto r = round_to<T>(randu(n, seed, -8.0f, 8.0f)), p = round_to<T>(randu(n, seed + 1));
+    auto b = round_to<T>(randu(s.C, seed + 2));
     std::vector<float> want(n);
     cpu::bias_residual(want.data(), r.data(), p.data(), b.data(), s.N, s.C);
-    DevBuf<f16> dr(to_f16(r)), dp(to_f16(p)), db(to_f16(b)), dout(n);
+    DevBuf<T> dr(convert<T>(r)), dp(convert<T>(p)), db(convert<T>(b)), dout(n);
     cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(dout.download()), round_f16(want))) << name(s);
+    EXPECT_TRUE(bitwise_equal(to_f32(dout.download()), round_to<T>(want)))
+        << type_name<T>() << " " << name(s);
+    cuda::bias_residual(dp.get(), dr.get(), dp.get(), db.get(), s.N, s.C, nullptr);  // in place
+    EXPECT_TRUE(bitwise_equal(to_f32(dp.download()), round_to<T>(want)))
+        << type_name<T>() << " " << name(s) << " out aliasing partial";
   }
 }
 
@@ -91,7 +84,7 @@ TEST_F(CudaBiasResidual, F16OverflowBecomesInf) {
   const size_t n = 16;  // one row of 16
   std::vector<float> r(n, 60000.0f), p(n, 6000.0f), b(n, 0.0f);
   p[3] = -6016.0f;  // 53984 = 1687 * 32: finite and an fp16 value (54000 is not: it rounds)
-  DevBuf<f16> dr(to_f16(r)), dp(to_f16(p)), db(to_f16(b)), dout(n);
+  DevBuf<f16> dr(convert<f16>(r)), dp(convert<f16>(p)), db(convert<f16>(b)), dout(n);
   cuda::bias_residual(dout.get(), dr.get(), dp.get(), db.get(), 1, int(n), nullptr);
   const auto y = to_f32(dout.download());
   for (size_t i = 0; i < n; i++) {

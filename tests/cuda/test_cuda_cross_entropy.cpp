@@ -1,7 +1,7 @@
-// cuda twin of the vocab-parallel softmax cross-entropy (three passes) vs the cpu twin, incl. a TP=2 split.
+// cuda twin of the vocab-parallel softmax cross-entropy (three passes) vs the cpu twin, incl. a
+// TP=2 split.
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -12,14 +12,6 @@ namespace loom::cudatest {
 namespace {
 
 class CudaCrossEntropy : public CudaTest {};
-
-std::vector<int32_t> make_targets(int N, int V, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(0, V - 1);
-  std::vector<int32_t> t(N);
-  for (auto& x : t) x = d(gen);
-  return t;
-}
 
 struct Shard {
   int Vl, vstart, V;
@@ -38,7 +30,7 @@ TEST_F(CudaCrossEntropy, Fp32PassesMatchCpu) {
   const float dloss = 1.0f / N;
   for (const Shard& s : kShards) {
     auto logits = randu((size_t)N * s.Vl, 1, -8.0f, 8.0f);
-    auto targets = make_targets(N, s.V, 2);
+    auto targets = test::randi(N, s.V, 2);
     std::vector<float> maxv(N), sums(2 * N), dl = logits;
     cpu::ce_row_max(maxv.data(), logits.data(), N, s.Vl, s.vstart, s.V);
     cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), targets.data(), N, s.Vl, s.vstart,
@@ -69,45 +61,22 @@ TEST_F(CudaCrossEntropy, Fp32PassesMatchCpu) {
   }
 }
 
-TEST_F(CudaCrossEntropy, Bf16PassesMatchCpuOnRoundedLogits) {
-  const int N = 9;
-  const float dloss = 1.0f / N;
-  for (const Shard& s : kShards) {
-    if (s.vstart >= s.V) continue;
-    auto logits = round_bf16(randu((size_t)N * s.Vl, 3, -8.0f, 8.0f));
-    auto targets = make_targets(N, s.V, 4);
-    std::vector<float> maxv(N), sums(2 * N), losses(N), dl = logits;
-    cpu::ce_row_max(maxv.data(), logits.data(), N, s.Vl, s.vstart, s.V);
-    cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), targets.data(), N, s.Vl, s.vstart,
-                     s.V);
-    cpu::ce_loss(losses.data(), maxv.data(), sums.data(), N);
-    cpu::ce_backward_inplace(dl.data(), maxv.data(), sums.data(), targets.data(), dloss, N, s.Vl,
-                             s.vstart, s.V);
-    DevBuf<bf16> hLog(to_bf16(logits));
-    DevBuf<float> dMax(N), dSums(2 * N), dLoss(N);
-    DevBuf<int32_t> dTgt(targets);
-    cuda::ce_row_stats(dMax.get(), dSums.get(), hLog.get(), dTgt.get(), N, s.Vl, s.vstart, s.V,
-                       nullptr);
-    cuda::ce_loss(dLoss.get(), dMax.get(), dSums.get(), N, nullptr);
-    cuda::ce_backward_inplace(hLog.get(), dMax.get(), dSums.get(), dTgt.get(), dloss, N, s.Vl,
-                              s.vstart, s.V, nullptr);
-    // Statistics and losses are fp32 computed from exact (rounded) inputs: fp32 tolerance.
-    EXPECT_TRUE(bitwise_equal(dMax.download(), maxv)) << "bf16 row max " << name(s);
-    EXPECT_REL_LE(dSums.download(), sums, kTolF32, "bf16 row sums " + name(s));
-    EXPECT_REL_LE(dLoss.download(), losses, kTolF32, "bf16 loss " + name(s));
-    EXPECT_REL_LE(to_f32(hLog.download()), dl, kTolBF16, "bf16 dlogits " + name(s));
-  }
-}
+template <typename T>
+class CudaCrossEntropyLowp : public CudaTest {};
+TYPED_TEST_SUITE(CudaCrossEntropyLowp, LowpTypes, TypeNames);
 
-// fp16 logits: all three passes (separate max and sums, and the one-pass stats) against the cpu
-// twin on the rounded logits; dlogits rounded once to fp16.
-TEST_F(CudaCrossEntropy, F16PassesMatchCpuOnRoundedLogits) {
+// bf16 and fp16 logits: all three passes (separate max and sums, and the one-pass stats) against
+// the cpu twin on the rounded logits; dlogits rounded once to the type.
+TYPED_TEST(CudaCrossEntropyLowp, PassesMatchCpuOnRoundedLogits) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(3u, 7u);
   const int N = 9;
   const float dloss = 1.0f / N;
   for (const Shard& s : kShards) {
     if (s.vstart >= s.V) continue;
-    auto logits = round_f16(randu((size_t)N * s.Vl, 7, -8.0f, 8.0f));
-    auto targets = make_targets(N, s.V, 8);
+    auto logits = round_to<T>(randu((size_t)N * s.Vl, seed, -8.0f, 8.0f));
+    auto targets = test::randi(N, s.V, seed + 1);
     std::vector<float> maxv(N), sums(2 * N), losses(N), dl = logits;
     cpu::ce_row_max(maxv.data(), logits.data(), N, s.Vl, s.vstart, s.V);
     cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), targets.data(), N, s.Vl, s.vstart,
@@ -115,7 +84,7 @@ TEST_F(CudaCrossEntropy, F16PassesMatchCpuOnRoundedLogits) {
     cpu::ce_loss(losses.data(), maxv.data(), sums.data(), N);
     cpu::ce_backward_inplace(dl.data(), maxv.data(), sums.data(), targets.data(), dloss, N, s.Vl,
                              s.vstart, s.V);
-    DevBuf<f16> hLog(to_f16(logits));
+    DevBuf<T> hLog(convert<T>(logits));
     DevBuf<float> dMax(N), dSums(2 * N), dMax1(N), dSums1(2 * N), dLoss(N);
     DevBuf<int32_t> dTgt(targets);
     cuda::ce_row_max(dMax1.get(), hLog.get(), N, s.Vl, s.vstart, s.V, nullptr);
@@ -127,12 +96,12 @@ TEST_F(CudaCrossEntropy, F16PassesMatchCpuOnRoundedLogits) {
     cuda::ce_backward_inplace(hLog.get(), dMax.get(), dSums.get(), dTgt.get(), dloss, N, s.Vl,
                               s.vstart, s.V, nullptr);
     // Statistics and losses are fp32 computed from exact (rounded) inputs: fp32 tolerance.
-    EXPECT_TRUE(bitwise_equal(dMax1.download(), maxv)) << "fp16 row max " << name(s);
-    EXPECT_TRUE(bitwise_equal(dMax.download(), maxv)) << "fp16 row stats max " << name(s);
-    EXPECT_REL_LE(dSums1.download(), sums, kTolF32, "fp16 row sums " + name(s));
-    EXPECT_REL_LE(dSums.download(), sums, kTolF32, "fp16 row stats sums " + name(s));
-    EXPECT_REL_LE(dLoss.download(), losses, kTolF32, "fp16 loss " + name(s));
-    EXPECT_REL_LE(to_f32(hLog.download()), dl, kTolF16, "fp16 dlogits " + name(s));
+    EXPECT_TRUE(bitwise_equal(dMax1.download(), maxv)) << ty << " row max " << name(s);
+    EXPECT_TRUE(bitwise_equal(dMax.download(), maxv)) << ty << " row stats max " << name(s);
+    EXPECT_REL_LE(dSums1.download(), sums, kTolF32, ty + " row sums " + name(s));
+    EXPECT_REL_LE(dSums.download(), sums, kTolF32, ty + " row stats sums " + name(s));
+    EXPECT_REL_LE(dLoss.download(), losses, kTolF32, ty + " loss " + name(s));
+    EXPECT_REL_LE(to_f32(hLog.download()), dl, type_tol<T>(), ty + " dlogits " + name(s));
   }
 }
 
@@ -141,7 +110,7 @@ TEST_F(CudaCrossEntropy, F16PassesMatchCpuOnRoundedLogits) {
 TEST_F(CudaCrossEntropy, TwoShardsReduceToFullVocabLoss) {
   const int N = 7, V = 500, Vl = 256;  // padded vocab 512 over two shards, 12 padding ids
   auto full = randu((size_t)N * 2 * Vl, 5, -6.0f, 6.0f);
-  auto targets = make_targets(N, V, 6);
+  auto targets = test::randi(N, V, 6);
   std::vector<float> maxv(N), sums(2 * N), losses(N);
   cpu::ce_row_max(maxv.data(), full.data(), N, 2 * Vl, 0, V);
   cpu::ce_row_sums(sums.data(), full.data(), maxv.data(), targets.data(), N, 2 * Vl, 0, V);

@@ -2,6 +2,7 @@
 // cpu twins.
 #include <cmath>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "kernels/adamw.h"
@@ -31,55 +32,35 @@ TEST(CudaDevice, AvailabilityIsAnsweredWithAReason) {
 // Sizes: a multiple of 8 (128-bit packs) and an odd one (scalar path).
 const size_t kSizes[] = {4096, 1001};
 
-TEST_F(CudaElementwise, GeluFp32MatchesCpu) {
+template <typename T>
+class CudaGelu : public CudaTest {};
+TYPED_TEST_SUITE(CudaGelu, Fp32AndLowpTypes, TypeNames);
+
+// Inputs rounded to the storage type (the cpu twin sees the same values); the backward also in
+// place (dinp aliasing dout).
+TYPED_TEST(CudaGelu, MatchesCpu) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(1u, 3u, 23u);
+  const double tol = type_tol<T>();
   for (size_t n : kSizes) {
-    auto x = randu(n, 1, -6.0f, 6.0f);
-    auto g = randu(n, 2);
+    auto x = round_to<T>(randu(n, seed, -6.0f, 6.0f));
+    auto g = round_to<T>(randu(n, seed + 1));
     std::vector<float> want(n), dwant(n);
     cpu::gelu_forward(want.data(), x.data(), n);
     cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<float> dx(x), dg(g), dy(n), ddx(n);
+    DevBuf<T> dx(convert<T>(x)), dg(convert<T>(g)), dy(n), ddx(n);
     cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
     cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(dy.download(), want, kTolF32, "gelu_forward n=" + std::to_string(n));
-    EXPECT_REL_LE(ddx.download(), dwant, kTolF32, "gelu_backward n=" + std::to_string(n));
+    const std::string what = ty + " n=" + std::to_string(n);
+    EXPECT_REL_LE(to_f32(dy.download()), want, tol, "gelu_forward " + what);
+    EXPECT_REL_LE(to_f32(ddx.download()), dwant, tol, "gelu_backward " + what);
     cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
-    EXPECT_REL_LE(dg.download(), dwant, kTolF32, "gelu_backward in place");
+    EXPECT_REL_LE(to_f32(dg.download()), dwant, tol, "gelu_backward in place " + what);
   }
 }
 
-TEST_F(CudaElementwise, GeluBf16MatchesCpu) {
-  for (size_t n : kSizes) {
-    auto x = round_bf16(randu(n, 3, -6.0f, 6.0f));
-    auto g = round_bf16(randu(n, 4));
-    std::vector<float> want(n), dwant(n);
-    cpu::gelu_forward(want.data(), x.data(), n);
-    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<bf16> dx(to_bf16(x)), dg(to_bf16(g)), dy(n), ddx(n);
-    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
-    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(to_f32(dy.download()), want, kTolBF16, "gelu_forward bf16");
-    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolBF16, "gelu_backward bf16");
-  }
-}
-
-TEST_F(CudaElementwise, GeluF16MatchesCpu) {
-  for (size_t n : kSizes) {
-    auto x = round_f16(randu(n, 23, -6.0f, 6.0f));
-    auto g = round_f16(randu(n, 24));
-    std::vector<float> want(n), dwant(n);
-    cpu::gelu_forward(want.data(), x.data(), n);
-    cpu::gelu_backward(dwant.data(), x.data(), g.data(), n);
-    DevBuf<f16> dx(to_f16(x)), dg(to_f16(g)), dy(n), ddx(n);
-    cuda::gelu_forward(dy.get(), dx.get(), n, nullptr);
-    cuda::gelu_backward(ddx.get(), dx.get(), dg.get(), n, nullptr);
-    EXPECT_REL_LE(to_f32(dy.download()), want, kTolF16, "gelu_forward fp16");
-    EXPECT_REL_LE(to_f32(ddx.download()), dwant, kTolF16, "gelu_backward fp16");
-    cuda::gelu_backward(dg.get(), dx.get(), dg.get(), n, nullptr);  // dinp aliasing dout
-    EXPECT_REL_LE(to_f32(dg.download()), dwant, kTolF16, "gelu_backward fp16 in place");
-  }
-}
-
+// fp32 only (it accumulates fp32 gradient pieces): the same additions as the cpu twin, bitwise.
 TEST_F(CudaElementwise, AddInplaceMatchesCpu) {
   for (size_t n : kSizes) {
     auto a = randu(n, 5), b = randu(n, 6);
@@ -100,7 +81,7 @@ TEST_F(CudaElementwise, CastsRoundToNearestEven) {
     cuda::cast_f32_to_bf16(h.get(), dx.get(), n, nullptr);
     cuda::cast_bf16_to_f32(back.get(), h.get(), n, nullptr);
     const auto got = h.download();
-    const auto want = to_bf16(x);
+    const auto want = convert<bf16>(x);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += got[i].bits != want[i].bits;
     EXPECT_EQ(bad, 0u) << "cast_f32_to_bf16 n=" << n;
@@ -132,7 +113,7 @@ TEST_F(CudaElementwise, CastsF16RoundToNearestEvenAndOverflowToInf) {
     cuda::cast_f32_to_f16(h.get(), dx.get(), n, nullptr);
     cuda::cast_f16_to_f32(back.get(), h.get(), n, nullptr);
     const auto got = h.download();
-    const auto want = to_f16(x);
+    const auto want = convert<f16>(x);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
       if (i == n - 3) continue;  // NaN: checked below
@@ -154,35 +135,24 @@ TEST_F(CudaElementwise, CastsF16RoundToNearestEvenAndOverflowToInf) {
   }
 }
 
-TEST_F(CudaElementwise, AdamWMatchesCpuOverSteps) {
-  for (size_t n : kSizes) {
-    auto p = randu(n, 8), m = randu(n, 9, 0.0f, 0.01f), v = randu(n, 10, 0.0f, 0.01f);
-    DevBuf<float> dp(p), dm(m), dv(v), dg(n);
-    DevBuf<bf16> copy(n);
-    for (int step = 1; step <= 3; step++) {
-      auto g = randu(n, 100 + step);
-      const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
-      cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
-      dg.upload(g);
-      cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), n, hp, copy.get(), nullptr);
-    }
-    const auto gp = dp.download();
-    EXPECT_REL_LE(gp, p, 1e-6, "adamw params");
-    EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
-    EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
-    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_bf16(gp))) << "bf16 copy of params";
-  }
-}
+template <typename T>
+class CudaAdamW : public CudaTest {};
+TYPED_TEST_SUITE(CudaAdamW, LowpTypes, TypeNames);
 
-// The fp16 copy is the one rounding of the fp32 master weights; without a copy (nullptr) the
-// fp32 update is the same.
-TEST_F(CudaElementwise, AdamWF16CopyAndNoCopy) {
+// fp32 master weights and moments against the cpu twin over three steps; the compute copy (bf16
+// or fp16) is the one rounding of the fp32 weights; without a copy (nullptr) the fp32 update is
+// the same, bit for bit.
+TYPED_TEST(CudaAdamW, MatchesCpuOverStepsWithAndWithoutCopy) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(8u, 18u), grad_seed = per_type<T>(100u, 200u);
   for (size_t n : kSizes) {
-    auto p = randu(n, 18), m = randu(n, 19, 0.0f, 0.01f), v = randu(n, 20, 0.0f, 0.01f);
+    auto p = randu(n, seed), m = randu(n, seed + 1, 0.0f, 0.01f);
+    auto v = randu(n, seed + 2, 0.0f, 0.01f);
     DevBuf<float> dp(p), dm(m), dv(v), dg(n), dp2(p), dm2(m), dv2(v);
-    DevBuf<f16> copy(n);
+    DevBuf<T> copy(n);
     for (int step = 1; step <= 3; step++) {
-      auto g = randu(n, 200 + step);
+      auto g = randu(n, grad_seed + step);
       const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
       cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp);
       dg.upload(g);
@@ -190,8 +160,10 @@ TEST_F(CudaElementwise, AdamWF16CopyAndNoCopy) {
       cuda::adamw_update(dp2.get(), dg.get(), dm2.get(), dv2.get(), n, hp, nullptr, nullptr);
     }
     const auto gp = dp.download();
-    EXPECT_REL_LE(gp, p, 1e-6, "adamw params (fp16 copy)");
-    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_f16(gp))) << "fp16 copy of params";
+    EXPECT_REL_LE(gp, p, 1e-6, "adamw params (" + ty + " copy)");
+    EXPECT_REL_LE(dm.download(), m, 1e-6, "adamw m");
+    EXPECT_REL_LE(dv.download(), v, 1e-6, "adamw v");
+    EXPECT_TRUE(bitwise_equal(to_f32(copy.download()), round_to<T>(gp))) << ty << " copy of params";
     EXPECT_TRUE(bitwise_equal(dp2.download(), gp)) << "no copy: same fp32 update";
     EXPECT_TRUE(bitwise_equal(dm2.download(), dm.download())) << "no copy: same m";
     EXPECT_TRUE(bitwise_equal(dv2.download(), dv.download())) << "no copy: same v";

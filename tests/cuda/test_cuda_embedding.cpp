@@ -1,5 +1,4 @@
 // cuda twin of the vocab-parallel token + position embedding vs the cpu twin (forward, backward).
-#include <random>
 #include <string>
 #include <vector>
 
@@ -14,10 +13,7 @@ class CudaEmbedding : public CudaTest {};
 // Tokens over a vocab of 20 with many repeats; the shard holds ids [5, 17), so some tokens are
 // outside it (their rows stay zero in the forward and contribute nothing to dwte).
 std::vector<int32_t> make_tokens(int N, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(0, 19);
-  std::vector<int32_t> t(N);
-  for (auto& x : t) x = d(gen);
+  std::vector<int32_t> t = test::randi(N, 20, seed);
   t[N - 1] = t[0];  // first and last rows share a token
   return t;
 }
@@ -33,8 +29,8 @@ const Shape kShapes[] = {{3, 100, 64}, {2, 7, 42}};
 TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
   for (const Shape& s : kShapes) {
     const int B = s.B, T = s.T, C = s.C, N = B * T;
-    const std::string what = "B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                             " C=" + std::to_string(C);
+    const std::string what =
+        "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
     auto tokens = make_tokens(N, 1);
     auto wte = randu((size_t)kVl * C, 2), wpe = randu((size_t)T * C, 3);
     auto dout = randu((size_t)N * C, 4), dwte0 = randu((size_t)kVl * C, 5);
@@ -61,68 +57,50 @@ TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
     EXPECT_REL_LE(dDwte.download(), dwte, kTolF32, "dwte " + what);
     // Without dwpe only dwte changes.
     DevBuf<float> dDwte2(dwte0);
-    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart, kVl,
+                             nullptr);
     EXPECT_TRUE(bitwise_equal(dDwte2.download(), dwte)) << "dwte without dwpe " << what;
   }
 }
 
-TEST_F(CudaEmbedding, Bf16MatchesCpuOnRoundedInputs) {
-  for (const Shape& s : kShapes) {
-    const int B = s.B, T = s.T, C = s.C, N = B * T;
-    auto tokens = make_tokens(N, 7);
-    auto wte = round_bf16(randu((size_t)kVl * C, 8)), wpe = round_bf16(randu((size_t)T * C, 9));
-    auto dout = round_bf16(randu((size_t)N * C, 10));
-    std::vector<float> out((size_t)N * C), dwte((size_t)kVl * C, 0.0f), dwpe((size_t)T * C, 0.0f);
-    cpu::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, kVstart,
-                           kVl);
-    cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, kVstart,
-                            kVl);
-    DevBuf<int32_t> dTok(tokens);
-    DevBuf<bf16> hWte(to_bf16(wte)), hWpe(to_bf16(wpe)), hOut((size_t)N * C),
-        hDout(to_bf16(dout));
-    DevBuf<float> dDwte(std::vector<float>((size_t)kVl * C, 0.0f)),
-        dDwpe(std::vector<float>((size_t)T * C, 0.0f));
-    cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
-                            nullptr);
-    cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
-    // The kernel rounds the same fp32 sum as the cpu twin once to bf16, as the host does.
-    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_bf16(out))) << "bf16 forward";
-    EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "bf16 dwte (fp32 accumulation)";
-    EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "bf16 dwpe (fp32 accumulation)";
-  }
-}
+template <typename T>
+class CudaEmbeddingLowp : public CudaTest {};
+TYPED_TEST_SUITE(CudaEmbeddingLowp, LowpTypes, TypeNames);
 
-// fp16: the forward rounds the cpu twin's fp32 sum once (bitwise equal to the host rounding);
-// dwte, dwpe are fp32 sums of the exact fp16 gradient values in the cpu twin's order (bitwise).
-TEST_F(CudaEmbedding, F16MatchesCpuOnRoundedInputs) {
+// bf16 and fp16: the forward rounds the cpu twin's fp32 sum once (bitwise equal to the host
+// rounding; without wpe, the rows of wte and zeros outside the shard exactly); dwte, dwpe are
+// fp32 sums of the exact low-precision gradient values in the cpu twin's order (bitwise).
+TYPED_TEST(CudaEmbeddingLowp, MatchesCpuOnRoundedInputs) {
+  const std::string ty = type_name<TypeParam>();
+  const uint32_t seed = per_type<TypeParam>(7u, 11u);
   for (const Shape& s : kShapes) {
     const int B = s.B, T = s.T, C = s.C, N = B * T;
-    auto tokens = make_tokens(N, 11);
-    auto wte = round_f16(randu((size_t)kVl * C, 12)), wpe = round_f16(randu((size_t)T * C, 13));
-    auto dout = round_f16(randu((size_t)N * C, 14));
+    auto tokens = make_tokens(N, seed);
+    auto wte = round_to<TypeParam>(randu((size_t)kVl * C, seed + 1));
+    auto wpe = round_to<TypeParam>(randu((size_t)T * C, seed + 2));
+    auto dout = round_to<TypeParam>(randu((size_t)N * C, seed + 3));
     std::vector<float> out((size_t)N * C), dwte((size_t)kVl * C, 0.0f), dwpe((size_t)T * C, 0.0f);
     cpu::embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, kVstart,
                            kVl);
     cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, kVstart,
                             kVl);
     DevBuf<int32_t> dTok(tokens);
-    DevBuf<f16> hWte(to_f16(wte)), hWpe(to_f16(wpe)), hOut((size_t)N * C), hDout(to_f16(dout));
+    DevBuf<TypeParam> hWte(convert<TypeParam>(wte)), hWpe(convert<TypeParam>(wpe)),
+        hOut((size_t)N * C), hDout(convert<TypeParam>(dout));
     DevBuf<float> dDwte(std::vector<float>((size_t)kVl * C, 0.0f)),
         dDwpe(std::vector<float>((size_t)T * C, 0.0f));
     cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
                             nullptr);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
                              kVl, nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_f16(out))) << "fp16 forward";
-    EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "fp16 dwte (fp32 accumulation)";
-    EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "fp16 dwpe (fp32 accumulation)";
-    // Without wpe: the rows of wte (and zeros outside the shard) exactly.
+    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_to<TypeParam>(out)))
+        << ty << " forward";
+    EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << ty << " dwte (fp32 accumulation)";
+    EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << ty << " dwpe (fp32 accumulation)";
     cpu::embedding_forward(out.data(), tokens.data(), wte.data(), nullptr, B, T, C, kVstart, kVl);
     cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), nullptr, B, T, C, kVstart, kVl,
                             nullptr);
-    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), out)) << "fp16 forward without wpe";
+    EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), out)) << ty << " forward without wpe";
   }
 }
 

@@ -16,7 +16,9 @@ struct Shape {
 // C = 96: 128-bit packs for fp32 and bf16; C = 70: the scalar path; C = 1600: long rows.
 const Shape kShapes[] = {{37, 96}, {19, 70}, {8, 1600}};
 
-std::string name(const Shape& s) { return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C); }
+std::string name(const Shape& s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C);
+}
 
 TEST_F(CudaLayerNorm, Fp32ForwardBackwardMatchCpu) {
   for (const Shape& s : kShapes) {
@@ -54,58 +56,47 @@ TEST_F(CudaLayerNorm, Fp32ForwardBackwardMatchCpu) {
   }
 }
 
-TEST_F(CudaLayerNorm, Bf16MatchesCpuOnRoundedInputs) {
-  for (const Shape& s : kShapes) {
-    const int N = s.N, C = s.C;
-    const size_t NC = (size_t)N * C;
-    auto x = round_bf16(randu(NC, 12, -2.0f, 3.0f)), w = round_bf16(randu(C, 13, 0.5f, 1.5f));
-    auto b = round_bf16(randu(C, 14)), g = round_bf16(randu(NC, 15));
-    std::vector<float> y(NC), mean(N), rstd(N), dx(NC, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                            mean.data(), rstd.data(), N, C);
-    DevBuf<bf16> hX(to_bf16(x)), hW(to_bf16(w)), hB(to_bf16(b)), hG(to_bf16(g)), hY(NC),
-        hDx(to_bf16(std::vector<float>(NC, 0.0f)));
-    DevBuf<float> dMean(N), dRstd(N), dDw(std::vector<float>(C, 0.0f)),
-        dDb(std::vector<float>(C, 0.0f));
-    cuda::layernorm_forward(hY.get(), dMean.get(), dRstd.get(), hX.get(), hW.get(), hB.get(), N, C,
-                            nullptr);
-    cuda::layernorm_backward(hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(),
-                             dMean.get(), dRstd.get(), N, C, nullptr);
-    EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 forward " + name(s));
-    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "bf16 forward rstd (fp32) " + name(s));
-    EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp " + name(s));
-    EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "bf16 dw (fp32 accumulation) " + name(s));
-    EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 db (fp32 accumulation) " + name(s));
-  }
-}
+template <typename T>
+class CudaLayerNormLowp : public CudaTest {};
+TYPED_TEST_SUITE(CudaLayerNormLowp, LowpTypes, TypeNames);
 
-// fp16 twin of the bf16 test: inputs rounded to fp16, statistics and weight gradients fp32.
-TEST_F(CudaLayerNorm, F16MatchesCpuOnRoundedInputs) {
+// bf16 and fp16: inputs rounded to the type (the cpu twin sees the same values), statistics and
+// weight gradients fp32. dinp is checked written from zero and accumulated onto what it holds.
+TYPED_TEST(CudaLayerNormLowp, MatchesCpuOnRoundedInputs) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(12u, 22u);
+  const double tol = type_tol<T>();
   for (const Shape& s : kShapes) {
     const int N = s.N, C = s.C;
     const size_t NC = (size_t)N * C;
-    auto x = round_f16(randu(NC, 22, -2.0f, 3.0f)), w = round_f16(randu(C, 23, 0.5f, 1.5f));
-    auto b = round_f16(randu(C, 24)), g = round_f16(randu(NC, 25));
-    auto dx0 = round_f16(randu(NC, 28));  // dinp accumulates into what it holds
-    std::vector<float> y(NC), mean(N), rstd(N), dx = dx0, dw(C, 0.0f), db(C, 0.0f);
+    auto x = round_to<T>(randu(NC, seed, -2.0f, 3.0f));
+    auto w = round_to<T>(randu(C, seed + 1, 0.5f, 1.5f)), b = round_to<T>(randu(C, seed + 2));
+    auto g = round_to<T>(randu(NC, seed + 3));
+    std::vector<float> y(NC), mean(N), rstd(N);
     cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                            mean.data(), rstd.data(), N, C);
-    DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(NC),
-        hDx(to_f16(dx0));
-    DevBuf<float> dMean(N), dRstd(N), dDw(std::vector<float>(C, 0.0f)),
-        dDb(std::vector<float>(C, 0.0f));
+    DevBuf<T> hX(convert<T>(x)), hW(convert<T>(w)), hB(convert<T>(b)), hG(convert<T>(g)), hY(NC);
+    DevBuf<float> dMean(N), dRstd(N);
     cuda::layernorm_forward(hY.get(), dMean.get(), dRstd.get(), hX.get(), hW.get(), hB.get(), N, C,
                             nullptr);
-    cuda::layernorm_backward(hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(),
-                             dMean.get(), dRstd.get(), N, C, nullptr);
-    EXPECT_REL_LE(to_f32(hY.download()), y, kTolF16, "fp16 forward " + name(s));
-    EXPECT_REL_LE(dMean.download(), mean, kTolF32, "fp16 forward mean (fp32) " + name(s));
-    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, "fp16 forward rstd (fp32) " + name(s));
-    EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolF16, "fp16 dinp (accumulated) " + name(s));
-    EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, "fp16 dw (fp32 accumulation) " + name(s));
-    EXPECT_REL_LE(dDb.download(), db, kTolF32, "fp16 db (fp32 accumulation) " + name(s));
+    EXPECT_REL_LE(to_f32(hY.download()), y, tol, ty + " forward " + name(s));
+    EXPECT_REL_LE(dMean.download(), mean, kTolF32, ty + " forward mean (fp32) " + name(s));
+    EXPECT_REL_LE(dRstd.download(), rstd, kTolF32, ty + " forward rstd (fp32) " + name(s));
+
+    for (bool accumulate : {false, true}) {
+      const std::string what = std::string(accumulate ? " (accumulated) " : " ") + name(s);
+      const auto dx0 = accumulate ? round_to<T>(randu(NC, seed + 6)) : std::vector<float>(NC, 0.0f);
+      std::vector<float> dx = dx0, dw(C, 0.0f), db(C, 0.0f);
+      cpu::layernorm_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                              mean.data(), rstd.data(), N, C);
+      DevBuf<T> hDx(convert<T>(dx0));
+      DevBuf<float> dDw(std::vector<float>(C, 0.0f)), dDb(std::vector<float>(C, 0.0f));
+      cuda::layernorm_backward(hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(),
+                               dMean.get(), dRstd.get(), N, C, nullptr);
+      EXPECT_REL_LE(to_f32(hDx.download()), dx, tol, ty + " dinp" + what);
+      EXPECT_REL_LE(dDw.download(), dw, kTolF32 * 10, ty + " dw (fp32 accumulation)" + what);
+      EXPECT_REL_LE(dDb.download(), db, kTolF32, ty + " db (fp32 accumulation)" + what);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // cuda twins of the GEMMs (cuBLASLt, row-major) and the linear layer vs the cpu twin (OpenBLAS).
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gelu.h"
@@ -15,7 +16,15 @@ class CudaMatmul : public CudaTest {};
 // to 1e-3 (the pre-activation it saves, to the fp32 tolerance).
 constexpr double kTolGeluEpilogue = 1e-3;
 
-TEST_F(CudaMatmul, GemmAllTransposesFp32Bf16F16) {
+template <typename T>
+class CudaGemm : public CudaTest {};
+TYPED_TEST_SUITE(CudaGemm, Fp32AndLowpTypes, TypeNames);
+
+// Every type from the same fp32 inputs rounded to it (the cpu twin on the rounded values);
+// outputs of the type, and for bf16 and fp16 inputs (fp32 accumulation) also fp32 outputs.
+TYPED_TEST(CudaGemm, AllTransposes) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
   cuda::GemmHandle h;
   const int M = 33, N = 48, K = 40;
   for (bool ta : {false, true}) {
@@ -27,39 +36,20 @@ TEST_F(CudaMatmul, GemmAllTransposesFp32Bf16F16) {
       const int lda = pad(ta ? M : K), ldb = pad(tb ? K : N), ldc = pad(N);
       const size_t sa = (size_t)(ta ? K : M) * lda, sb = (size_t)(tb ? N : K) * ldb;
       const size_t sc = (size_t)M * ldc;
-      auto A = randu(sa, 1), B = randu(sb, 2), C0 = randu(sc, 3);
-      std::vector<float> C = C0;
-      cpu::gemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
-      DevBuf<float> dA(A), dB(B), dC(C0);
+      auto A = round_to<T>(randu(sa, 1)), B = round_to<T>(randu(sb, 2));
+      auto C0 = round_to<T>(randu(sc, 3));
+      std::vector<float> want = C0;
+      cpu::gemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, 0.5f, want.data(), ldc);
+      DevBuf<T> dA(convert<T>(A)), dB(convert<T>(B)), dC(convert<T>(C0));
       cuda::gemm(h, ta, tb, M, N, K, 0.7f, dA.get(), lda, dB.get(), ldb, 0.5f, dC.get(), ldc,
                  nullptr);
-      EXPECT_REL_LE(dC.download(), C, kTolF32, "fp32 gemm " + what);
-
-      // bf16 inputs: the cpu twin on the rounded values; bf16 and fp32 outputs.
-      auto Ar = round_bf16(A), Br = round_bf16(B), Cr = round_bf16(C0);
-      std::vector<float> want = Cr;
-      cpu::gemm(ta, tb, M, N, K, 0.7f, Ar.data(), lda, Br.data(), ldb, 0.5f, want.data(), ldc);
-      DevBuf<bf16> hA(to_bf16(Ar)), hB(to_bf16(Br)), hC(to_bf16(Cr));
-      cuda::gemm(h, ta, tb, M, N, K, 0.7f, hA.get(), lda, hB.get(), ldb, 0.5f, hC.get(), ldc,
-                 nullptr);
-      EXPECT_REL_LE(to_f32(hC.download()), want, kTolBF16, "bf16 gemm " + what);
-      DevBuf<float> fC(Cr);
-      cuda::gemm(h, ta, tb, M, N, K, 0.7f, hA.get(), lda, hB.get(), ldb, 0.5f, fC.get(), ldc,
-                 nullptr);
-      EXPECT_REL_LE(fC.download(), want, kTolF32, "bf16 -> fp32 gemm " + what);
-
-      // fp16 inputs (CUDA_R_16F, fp32 accumulation): fp16 and fp32 outputs.
-      auto Ah = round_f16(A), Bh = round_f16(B), Ch = round_f16(C0);
-      std::vector<float> wanth = Ch;
-      cpu::gemm(ta, tb, M, N, K, 0.7f, Ah.data(), lda, Bh.data(), ldb, 0.5f, wanth.data(), ldc);
-      DevBuf<f16> gA(to_f16(Ah)), gB(to_f16(Bh)), gC(to_f16(Ch));
-      cuda::gemm(h, ta, tb, M, N, K, 0.7f, gA.get(), lda, gB.get(), ldb, 0.5f, gC.get(), ldc,
-                 nullptr);
-      EXPECT_REL_LE(to_f32(gC.download()), wanth, kTolF16, "fp16 gemm " + what);
-      DevBuf<float> hfC(Ch);
-      cuda::gemm(h, ta, tb, M, N, K, 0.7f, gA.get(), lda, gB.get(), ldb, 0.5f, hfC.get(), ldc,
-                 nullptr);
-      EXPECT_REL_LE(hfC.download(), wanth, kTolF32, "fp16 -> fp32 gemm " + what);
+      EXPECT_REL_LE(to_f32(dC.download()), want, type_tol<T>(), ty + " gemm " + what);
+      if constexpr (!std::is_same_v<T, float>) {
+        DevBuf<float> fC(C0);
+        cuda::gemm(h, ta, tb, M, N, K, 0.7f, dA.get(), lda, dB.get(), ldb, 0.5f, fC.get(), ldc,
+                   nullptr);
+        EXPECT_REL_LE(fC.download(), want, kTolF32, ty + " -> fp32 gemm " + what);
+      }
     }
   }
 }
@@ -99,45 +89,29 @@ TEST_F(CudaMatmul, LinearForwardBackwardFp32) {
   EXPECT_REL_LE(dDb2.download(), db, kTolF32, "bias_backward");
 }
 
-TEST_F(CudaMatmul, LinearForwardBackwardBf16) {
-  cuda::GemmHandle h;
-  const int N = 50, IC = 64, OC = 96;
-  auto x = round_bf16(randu((size_t)N * IC, 10)), w = round_bf16(randu((size_t)IC * OC, 11));
-  auto b = round_bf16(randu(OC, 12)), g = round_bf16(randu((size_t)N * OC, 13));
-  std::vector<float> y((size_t)N * OC), act((size_t)N * OC), dx((size_t)N * IC);
-  std::vector<float> dw((size_t)IC * OC, 0.0f), db(OC, 0.0f);
-  cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IC, OC);
-  cpu::gelu_forward(act.data(), y.data(), y.size());
-  cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
-  DevBuf<bf16> hX(to_bf16(x)), hW(to_bf16(w)), hB(to_bf16(b)), hG(to_bf16(g)), hY(y.size()),
-      hPre(y.size()), hDx(dx.size());
-  // The device accumulators start from zero, as dw and db did before the cpu backward above.
-  DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
-  cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, nullptr, nullptr);
-  EXPECT_REL_LE(to_f32(hY.download()), y, kTolBF16, "bf16 forward");
-  cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
-  EXPECT_REL_LE(to_f32(hPre.download()), y, kTolBF16, "bf16 gelu epilogue pre-activation");
-  EXPECT_REL_LE(to_f32(hY.download()), act, kTolBF16, "bf16 gelu epilogue output");
-  cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC, OC,
-                        nullptr);
-  EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolBF16, "bf16 dinp");
-  EXPECT_REL_LE(dDw.download(), dw, kTolF32, "bf16 inputs, fp32 dw");
-  EXPECT_REL_LE(dDb.download(), db, kTolF32, "bf16 inputs, fp32 dbias");
-}
+template <typename T>
+class CudaLinearLowp : public CudaTest {};
+TYPED_TEST_SUITE(CudaLinearLowp, LowpTypes, TypeNames);
 
-// fp16 twin of the bf16 test above: activations fp16, weight and bias gradients fp32.
-TEST_F(CudaMatmul, LinearForwardBackwardF16) {
+// bf16 and fp16 activations (inputs rounded, the cpu twin on the rounded values), weight and
+// bias gradients fp32.
+TYPED_TEST(CudaLinearLowp, ForwardBackward) {
+  using T = TypeParam;
+  const std::string ty = type_name<T>();
+  const uint32_t seed = per_type<T>(10u, 14u);
+  const double tol = type_tol<T>();
   cuda::GemmHandle h;
   const int N = 50, IC = 64, OC = 96;
-  auto x = round_f16(randu((size_t)N * IC, 14)), w = round_f16(randu((size_t)IC * OC, 15));
-  auto b = round_f16(randu(OC, 16)), g = round_f16(randu((size_t)N * OC, 17));
+  auto x = round_to<T>(randu((size_t)N * IC, seed));
+  auto w = round_to<T>(randu((size_t)IC * OC, seed + 1));
+  auto b = round_to<T>(randu(OC, seed + 2)), g = round_to<T>(randu((size_t)N * OC, seed + 3));
   std::vector<float> y((size_t)N * OC), act((size_t)N * OC), dx((size_t)N * IC);
   std::vector<float> dw((size_t)IC * OC, 0.0f), db(OC, 0.0f);
   cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IC, OC);
   cpu::gelu_forward(act.data(), y.data(), y.size());
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
-  DevBuf<f16> hX(to_f16(x)), hW(to_f16(w)), hB(to_f16(b)), hG(to_f16(g)), hY(y.size()),
-      hPre(y.size()), hDx(dx.size());
+  DevBuf<T> hX(convert<T>(x)), hW(convert<T>(w)), hB(convert<T>(b)), hG(convert<T>(g)),
+      hY(y.size()), hPre(y.size()), hDx(dx.size());
   // The device accumulators start from zero, as dw and db did before the cpu backward above.
   DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   for (bool with_bias : {true, false}) {
@@ -145,20 +119,19 @@ TEST_F(CudaMatmul, LinearForwardBackwardF16) {
     cpu::matmul_forward(yb.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IC, OC);
     cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), with_bias ? hB.get() : nullptr, N, IC, OC,
                          nullptr, nullptr);
-    EXPECT_REL_LE(to_f32(hY.download()), yb, kTolF16,
-                  std::string("fp16 forward bias=") + (with_bias ? "1" : "0"));
+    EXPECT_REL_LE(to_f32(hY.download()), yb, tol, ty + " forward bias=" + (with_bias ? "1" : "0"));
   }
   cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, hPre.get(), nullptr);
-  EXPECT_REL_LE(to_f32(hPre.download()), y, kTolF16, "fp16 gelu epilogue pre-activation");
-  EXPECT_REL_LE(to_f32(hY.download()), act, kTolF16, "fp16 gelu epilogue output");
+  EXPECT_REL_LE(to_f32(hPre.download()), y, tol, ty + " gelu epilogue pre-activation");
+  EXPECT_REL_LE(to_f32(hY.download()), act, tol, ty + " gelu epilogue output");
   cuda::matmul_backward(h, hDx.get(), dDw.get(), dDb.get(), hG.get(), hX.get(), hW.get(), N, IC, OC,
                         nullptr);
-  EXPECT_REL_LE(to_f32(hDx.download()), dx, kTolF16, "fp16 dinp");
-  EXPECT_REL_LE(dDw.download(), dw, kTolF32, "fp16 inputs, fp32 dw");
-  EXPECT_REL_LE(dDb.download(), db, kTolF32, "fp16 inputs, fp32 dbias");
+  EXPECT_REL_LE(to_f32(hDx.download()), dx, tol, ty + " dinp");
+  EXPECT_REL_LE(dDw.download(), dw, kTolF32, ty + " inputs, fp32 dw");
+  EXPECT_REL_LE(dDb.download(), db, kTolF32, ty + " inputs, fp32 dbias");
   DevBuf<float> dDb2(std::vector<float>(OC, 0.0f));
   cuda::bias_backward(dDb2.get(), hG.get(), N, OC, nullptr);
-  EXPECT_REL_LE(dDb2.download(), db, kTolF32, "fp16 bias_backward");
+  EXPECT_REL_LE(dDb2.download(), db, kTolF32, ty + " bias_backward");
 }
 
 }  // namespace

@@ -337,10 +337,11 @@ TEST(Emulator, MatmulFallbackPathsMatchCpu) {
                            nullptr);
       EXPECT_REL_LE(dPre.download(), y, kTolF32, "pre-GELU " + what);
       EXPECT_REL_LE(dY.download(), act, kTolF32, "GELU " + what);
-      auto xb = round_bf16(x), wb = round_bf16(w), bb = round_bf16(b);
+      auto xb = round_to<bf16>(x), wb = round_to<bf16>(w), bb = round_to<bf16>(b);
       std::vector<float> yb(y.size());
       cpu::matmul_forward(yb.data(), xb.data(), wb.data(), bb.data(), N, IC, OC);
-      DevBuf<bf16> hX(to_bf16(xb)), hW(to_bf16(wb)), hB(to_bf16(bb)), hY(y.size());
+      DevBuf<bf16> hX(convert<bf16>(xb)), hW(convert<bf16>(wb)), hB(convert<bf16>(bb)),
+          hY(y.size());
       cuda::matmul_forward(h, hY.get(), hX.get(), hW.get(), hB.get(), N, IC, OC, nullptr, nullptr);
       EXPECT_REL_LE(to_f32(hY.download()), yb, kTolBF16, "bf16 bias " + what);
     }

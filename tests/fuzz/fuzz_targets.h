@@ -28,9 +28,8 @@ struct Target {
 };
 const std::vector<Target>& targets();
 
-// The model every weight and checkpoint target loads: 2 layers, 4 heads, width 32, vocabulary
-// 97, 16 positions, tied embeddings (the shape of tests/reference/fixtures/gpt2_tiny_*).
-ModelConfig tiny_model();
+// Every weight and checkpoint target loads test::fixture_model() (tests/support/configs.h), the
+// shape of tests/reference/fixtures/gpt2_tiny_*.
 // Canonical tensor names and shapes of that model (weight files).
 std::vector<H5Expect> canonical_names();
 // Dataset names and shapes of its single checkpoint shard (tp 1, pp 1).

@@ -12,19 +12,13 @@
 #include "core/check.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/support/configs.h"
 
 namespace loom::fuzz {
 
-ModelConfig tiny_model() {
-  ModelConfig m;
-  m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.vocab_size = 97, m.seq_len = 8;
-  m.max_positions = 16, m.tie_embeddings = true;
-  return m;
-}
-
 std::vector<H5Expect> canonical_names() {
   std::vector<H5Expect> out;
-  ParamLayout L(tiny_model(), 1, 0, 1, 0);
+  ParamLayout L(test::fixture_model(), 1, 0, 1, 0);
   for (const ParamSpec& p : L.params()) {
     std::vector<uint64_t> d = p.ndim == 1
                                   ? std::vector<uint64_t>{uint64_t(p.cols)}
@@ -36,7 +30,7 @@ std::vector<H5Expect> canonical_names() {
 
 std::vector<H5Expect> checkpoint_names() {
   std::vector<H5Expect> out;
-  ParamLayout L(tiny_model(), 1, 0, 1, 0);
+  ParamLayout L(test::fixture_model(), 1, 0, 1, 0);
   for (const char* kind : {"param", "exp_avg", "exp_avg_sq"})
     for (const ParamSpec& p : L.params()) {
       std::vector<ShardBlock> bl = L.blocks(p);
@@ -64,7 +58,7 @@ struct AllHdf5Closed {
 // chosen by the input so that both are covered at the cost of one load per run.
 ParamLayout tiny_layout(size_t size) {
   const int tp = 1 + int(size % 2);
-  return ParamLayout(tiny_model(), tp, tp - 1, 1, 0);
+  return ParamLayout(test::fixture_model(), tp, tp - 1, 1, 0);
 }
 
 void load_tiny(const std::string& path, size_t size) {
@@ -128,7 +122,7 @@ void checkpoint(const uint8_t* data, size_t size) {
   } catch (const UserError&) {
   }
   try {
-    verify_checkpoint(resolved, tiny_model());
+    verify_checkpoint(resolved, test::fixture_model());
   } catch (const UserError&) {
   }
   ParamLayout L = tiny_layout(size);

@@ -13,6 +13,7 @@
 #include "data_tools/gpt2_bpe.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/support/configs.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -89,7 +90,7 @@ void checkpoint_seeds() {
   build_h5(shard, program, names);
   uint64_t bytes = 0;
   const uint32_t crc = file_crc32(shard, &bytes);
-  ParamLayout L(tiny_model(), 1, 0, 1, 0);
+  ParamLayout L(test::fixture_model(), 1, 0, 1, 0);
   json blocks = json::array();
   for (const ParamSpec& p : L.params()) {
     std::vector<ShardBlock> bl = L.blocks(p);
@@ -105,7 +106,7 @@ void checkpoint_seeds() {
                         {"file", "shard_pp0_tp0.h5"}});
   }
   Config cfg;
-  cfg.model = tiny_model();
+  cfg.model = test::fixture_model();
   const ModelConfig& m = cfg.model;
   json meta = {
       {"format", "loom-checkpoint-1"},

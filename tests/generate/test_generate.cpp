@@ -7,6 +7,7 @@
 #include <map>
 
 #include "model/init.h"
+#include "tests/support/configs.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
 #include "train/generate.h"
@@ -62,8 +63,7 @@ TEST(Eval, FixtureLossThroughTheForwardOnlyPipeline) {
   test::ensure_mpi();
   const std::string fx = test::source_path("tests/reference/fixtures/gpt2_tiny_fixture.h5");
   Config c;
-  c.model.n_layer = 2, c.model.n_head = 4, c.model.d_model = 32, c.model.vocab_size = 97;
-  c.model.max_positions = 16, c.model.seq_len = 8;
+  c.model = test::fixture_model();
   c.parallel.dp = c.parallel.pp = c.parallel.tp = 1;
   c.parallel.micro_batch_size = 1;  // 2 micro-batches: the loss is accumulated over both
   c.train.global_batch_size = 2;

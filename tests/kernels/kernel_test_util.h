@@ -5,21 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "tests/support/compare.h"
+#include "tests/support/random.h"
+
 namespace loom::ktest {
 
-inline std::vector<float> randu(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
+using loom::test::bitwise_equal;
+using loom::test::randu;
 
 inline std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
@@ -83,10 +79,6 @@ inline bool expect_close(const std::vector<float>& got, const std::vector<double
   EXPECT_EQ(got.size(), want.size()) << what;
   return expect_close(got.data(), want.data(), std::min(got.size(), want.size()), rtol, atol_frac,
                       what);
-}
-
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Tolerances shared by the kernel tests: fp32 results against a double reference forward and

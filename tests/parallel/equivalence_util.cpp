@@ -95,7 +95,7 @@ RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model) {
   };
   d.first_loss = rel(0);
   for (size_t s = 1; s < ref.losses.size(); ++s)
-    if (!(rel(s) <= d.later_loss)) d.later_loss = rel(s), d.later_loss_step = int(s) + 1;
+    if (worse(rel(s), d.later_loss)) d.later_loss = rel(s), d.later_loss_step = int(s) + 1;
   if (!got.grads1.empty() && !ref.grads1.empty())
     d.grad1 = worst_relative(got.grads1, ref.grads1, d_model);
   double steps_lr = 0;

@@ -78,10 +78,4 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
-double max_abs_diff(const float* a, const std::vector<double>& b) {
-  double m = 0;
-  for (size_t i = 0; i < b.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
-  return m;
-}
-
 }  // namespace loom::test

@@ -16,6 +16,5 @@ double read_h5_attr(const std::string& file, const std::string& attr);
 // ||a - b|| / ||b|| (b is the reference).
 double rel_error(const float* a, const std::vector<double>& b);
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
-double max_abs_diff(const float* a, const std::vector<double>& b);
 
 }  // namespace loom::test

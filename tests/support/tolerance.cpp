@@ -22,7 +22,7 @@ WorstTensor worst_of(const std::map<std::string, CanonicalTensor>& got,
     auto it = got.find(name);
     if (it == got.end() || it->second.data.size() != r.data.size()) return {INFINITY, name};
     const double v = per_tensor(name, it->second.data, r.data);
-    if (!(v <= w.value)) w = {v, name};  // NaN wins too
+    if (worse(v, w.value)) w = {v, name};
   }
   return w;
 }
@@ -50,13 +50,7 @@ WorstTensor worst_in_steps(const std::map<std::string, CanonicalTensor>& got,
   return worst_of(
       got, ref,
       [&](const std::string& name, const std::vector<float>& a, const std::vector<float>& b) {
-        double m = 0;
-        for (size_t i = 0; i < b.size(); ++i) {
-          if (structurally_zero_gradient(name, i, d_model)) continue;
-          const double d = std::fabs(double(a[i]) - double(b[i]));
-          if (!(d <= m)) m = d;  // a NaN is the worst
-        }
-        return m / steps_lr;
+        return max_abs_diff(name, a.data(), b.data(), b.size(), d_model) / steps_lr;
       });
 }
 

@@ -1,10 +1,13 @@
 // Tolerance classes of the numerical tests, each bound beside its error model (docs/testing.md).
 #pragma once
+#include <cmath>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "ckpt/canonical.h"
+#include "tests/support/compare.h"
 
 namespace loom::test {
 
@@ -79,5 +82,18 @@ WorstTensor worst_in_steps(const std::map<std::string, CanonicalTensor>& got,
 
 // True for the element of a canonical tensor whose gradient is zero in exact arithmetic.
 bool structurally_zero_gradient(const std::string& name, size_t i, int d_model);
+
+// max |a[i] - b[i]| over the n elements of canonical tensor `name`, the structurally zero
+// gradients left out; NaN when any difference is NaN.
+template <typename A, typename B>
+double max_abs_diff(const std::string& name, const A* a, const B* b, size_t n, int d_model) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (structurally_zero_gradient(name, i, d_model)) continue;
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (worse(d, m)) m = d;
+  }
+  return m;
+}
 
 }  // namespace loom::test

@@ -10,13 +10,10 @@
 
 #include "parallel/grid.h"
 #include "tests/parallel/equivalence_util.h"
+#include "tests/support/compare.h"
 
 namespace loom {
 namespace {
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct TrainRun {
   std::vector<StepStats> steps;
@@ -64,7 +61,7 @@ TEST(LossScaling, PowerOfTwoScaleIsBitwiseInvisible) {
       EXPECT_EQ(b.steps[i].loss_scale, 1024.0);
       EXPECT_EQ(a.steps[i].loss_scale, 0.0);
     }
-    EXPECT_TRUE(bitwise_equal(a.params, b.params)) << "dp" << dp;
+    EXPECT_TRUE(test::bitwise_equal(a.params, b.params)) << "dp" << dp;
     if (dp > 1) MPI_Comm_free(&comm);
   }
 }
@@ -103,7 +100,7 @@ TEST(LossScaling, DynamicSkipsOverflowsAndResumesExactly) {
     EXPECT_EQ(ds.steps[size_t(k + j)].loss, u.steps[size_t(j)].loss) << "step " << j + 1;
     EXPECT_EQ(ds.steps[size_t(k + j)].grad_norm, u.steps[size_t(j)].grad_norm) << j + 1;
   }
-  EXPECT_TRUE(bitwise_equal(ds.params, u.params));
+  EXPECT_TRUE(test::bitwise_equal(ds.params, u.params));
 }
 
 // The scaler's state and the skipped-step count live in checkpoints: a run saved after step 3
@@ -151,7 +148,7 @@ TEST(LossScaling, ResumeKeepsTheScalerState) {
     EXPECT_EQ(a.loss_scale, b.loss_scale) << "step " << i + 4;
     EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << i + 4;
   }
-  EXPECT_TRUE(bitwise_equal(second.params, straight.params));
+  EXPECT_TRUE(test::bitwise_equal(second.params, straight.params));
 }
 
 }  // namespace
