@@ -88,8 +88,9 @@ TEST(Equivalence, BoundsCatchOneWrongSample) {
                 d.later_loss, d.grad1.value, d.weights.value);
     EXPECT_GT(d.later_loss, 3 * test::kReorderLoss) << "sample " << bad;
     EXPECT_GT(d.weights.value, 5 * test::kReorderWeightSteps) << "sample " << bad;
-    if (bad < c.train.global_batch_size)
+    if (bad < c.train.global_batch_size) {
       EXPECT_GT(d.grad1.value, 1e3 * test::kReorderGrad) << "sample " << bad;
+    }
   }
 }
 
