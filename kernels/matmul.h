@@ -32,13 +32,19 @@ GemmStats gemm_stats();
 
 #ifdef LOOM_HAVE_CUDA
 #include <cstddef>
+#include <memory>
 
 #include "kernels/cuda_device.h"
 
 namespace loom::cuda {
 
-// A cuBLASLt handle and its GEMM workspace, created once (per device and stream: GEMMs running
-// concurrently on several streams need one handle each, since they share the workspace).
+// A cuBLASLt handle, its GEMM workspace and its plans, created once (per device and stream:
+// GEMMs running concurrently on several streams need one handle each, since they share the
+// workspace). A plan (matmul descriptor, matrix layouts, the algorithm cuBLASLt's heuristic
+// chose) is built on the first GEMM of each distinct key (types, compute type, transposes,
+// M, N, K, leading dimensions, epilogue, the operands' alignments) and reused by every later
+// GEMM with that key: after the first step, a GEMM queries no heuristic and allocates nothing.
+// Not thread-safe: one host thread drives a handle.
 class GemmHandle {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t(32) << 20;
@@ -49,13 +55,19 @@ class GemmHandle {
   void* lt() const { return lt_; }  // cublasLtHandle_t
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Plans built so far (including "cuBLASLt has no algorithm" answers, which are kept too).
+  size_t plan_count() const;
   // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative); off: strict fp32 as the cpu twin.
   bool allow_tf32 = false;
 
+  struct Plans;  // matmul.cu
+
  private:
+  friend Plans& plans_of(GemmHandle& h);
   void* lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<Plans> plans_;
 };
 
 // cuda twins on device pointers, enqueued on `stream` (a cudaStream_t); fp32 accumulation
