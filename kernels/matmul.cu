@@ -1,4 +1,5 @@
-// Linear layer and gemm cuda twin: cuBLASLt calls (gemm_lt.cuh), epilogues, dbias.
+// Linear layer and gemm cuda twin: cuBLASLt calls (gemm_lt.cuh), epilogues, a two-stage dbias.
+#include "kernels/col_sums.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/gelu.h"
 #include "kernels/gemm_lt.cuh"
@@ -46,27 +47,16 @@ __global__ void broadcast_rows_kernel(T* out, const T* bias, size_t total, int O
     out[i] = bias[i % OC];
 }
 
-// dbias[c] += sum_n dout[n, c]: block (32, kColRows), column c = blockIdx.x * 32 + x, rows
-// y, y + kColRows, ... summed in order, then the partials in a fixed order (deterministic).
-constexpr int kColRows = 16;
-
+// The term of dbias[c] from row n: dout[n, c].
 template <typename T>
-__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
-  __shared__ float part[kColRows][33];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * 32 + tx;
-  float acc = 0.0f;
-  if (c < OC) {
-    for (int n = ty; n < N; n += kColRows) acc += to_f32(dout[(size_t)n * OC + c]);
+struct BiasTerm {
+  static constexpr int kSums = 1;
+  const T* dout;
+  int OC;
+  __device__ void operator()(int n, int c, float* acc) const {
+    acc[0] += to_f32(dout[(size_t)n * OC + c]);
   }
-  part[ty][tx] = acc;
-  __syncthreads();  // every thread reaches it
-  if (ty == 0 && c < OC) {
-    float t = 0.0f;
-    for (int k = 0; k < kColRows; k++) t += part[k][tx];
-    dbias[c] += t;
-  }
-}
+};
 
 // y (N, OC) = inp @ w + bias, via the bias epilogue or a broadcast then beta = 1.
 template <typename T>
@@ -112,12 +102,10 @@ void forward(GemmHandle& h, T* out, const T* inp, const T* w, const T* bias, int
 }
 
 template <typename T>
-void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream) {
+void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream, Workspace scratch) {
   if (N <= 0 || OC <= 0) return;
-  const dim3 block(32, kColRows);
-  LOOM_LAUNCH(bias_backward_kernel, (unsigned)((OC + 31) / 32), block, 0, as_stream(stream))
-  (dbias, dev_ptr(dout), N, OC);
-  LOOM_CUDA_CHECK_LAUNCH();
+  col_sums(BiasTerm<dev_t<T>>{dev_ptr(dout), OC}, ColOut<1>{{dbias}}, N, OC, scratch,
+           as_stream(stream));
 }
 
 template <typename T>
@@ -127,7 +115,7 @@ void backward(GemmHandle& h, T* dinp, float* dw, float* dbias, const T* dout, co
   if (dinp) gemm_impl(h, false, true, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC, stream);
   // dw (IC, OC) += inp^T (IC, N) @ dout (N, OC), accumulated in fp32
   gemm_impl(h, true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC, stream);
-  if (dbias) bias_grad(dbias, dout, N, OC, stream);
+  if (dbias) bias_grad(dbias, dout, N, OC, stream, h.scratch());
 }
 
 }  // namespace
@@ -184,14 +172,15 @@ void matmul_backward(GemmHandle& h, f16* dinp, float* dw, float* dbias, const f1
   backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
 }
 
-void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream,
+                   Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
-void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream, Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
-void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream, Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
 
 }  // namespace loom::cuda

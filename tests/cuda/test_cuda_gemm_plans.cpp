@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "tests/cuda/cuda_test_util.h"
 #ifdef LOOM_CUDA_EMULATE
@@ -78,7 +79,8 @@ void fill(LayerBufs<T>& b) {
   b.tok.upload(tok);
 }
 
-// Every GEMM shape of a layer's forward and backward (bias and GELU epilogues, dinp, dw).
+// Every GEMM shape of a layer's forward and backward (bias and GELU epilogues, dinp, dw), the
+// column reductions that share the handle's workspace as scratch.
 template <typename T>
 void layer_step(cuda::GemmHandle& h, LayerBufs<T>& b) {
   const int N = b.N, C = b.C, H = b.H;
@@ -90,6 +92,8 @@ void layer_step(cuda::GemmHandle& h, LayerBufs<T>& b) {
                         b.w2.get(), N, H, C, nullptr);
   cuda::matmul_backward(h, b.dx.get(), b.dw1.get(), b.db1.get(), b.dact.get(), b.x.get(),
                         b.w1.get(), N, C, H, nullptr);
+  cuda::layernorm_backward(b.dx.get(), b.lnw_g.get(), b.lnb_g.get(), b.dy.get(), b.x.get(),
+                           b.lnw.get(), b.mean.get(), b.rstd.get(), N, C, nullptr, h.scratch());
   sync();
 }
 
