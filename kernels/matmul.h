@@ -55,7 +55,7 @@ class GemmHandle {
   void* lt() const { return lt_; }  // cublasLtHandle_t
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // The workspace as scratch for the column reductions enqueued on
+  // The workspace as scratch for the column reductions and the embedding backward enqueued on
   // this handle's stream: stream order keeps them apart from the GEMMs' use of the same bytes.
   Workspace scratch() const { return Workspace{workspace_, workspace_bytes_}; }
   // Plans built so far (including "cuBLASLt has no algorithm" answers, which are kept too).

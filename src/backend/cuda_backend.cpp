@@ -177,7 +177,8 @@ class CudaBackendT final : public Backend {
   }
   void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
                           int T_, int C, int vstart, int Vl) override {
-    cuda::embedding_backward(dwte, dwpe, A(dout), tokens, B, T_, C, vstart, Vl, s());
+    cuda::embedding_backward(dwte, dwpe, A(dout), tokens, B, T_, C, vstart, Vl, s(),
+                             gemm_->scratch());
   }
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
                          const void* b, int N, int C) override {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/embedding.h"
+#include "tests/cuda/cuda_scratch.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
@@ -55,14 +56,14 @@ TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
                             kVl);
     DevBuf<float> dDwte(dwte0), dDwpe(dwpe0);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), dDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "dwte " << what;
     EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "dwpe " << what;
     EXPECT_REL_LE(dDwte.download(), dwte, kTolF32, "dwte " + what);
     // Without dwpe only dwte changes.
     DevBuf<float> dDwte2(dwte0);
     cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(dDwte2.download(), dwte)) << "dwte without dwpe " << what;
   }
 }
@@ -86,7 +87,7 @@ TEST_F(CudaEmbedding, Bf16MatchesCpuOnRoundedInputs) {
     cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
                             nullptr);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     // The kernel rounds the same fp32 sum as the cpu twin once to bf16, as the host does.
     EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_bf16(out))) << "bf16 forward";
     EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "bf16 dwte (fp32 accumulation)";
@@ -114,7 +115,7 @@ TEST_F(CudaEmbedding, F16MatchesCpuOnRoundedInputs) {
     cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
                             nullptr);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_f16(out))) << "fp16 forward";
     EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "fp16 dwte (fp32 accumulation)";
     EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "fp16 dwpe (fp32 accumulation)";

@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/embedding.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -80,7 +81,7 @@ void fill(LayerBufs<T>& b) {
 }
 
 // Every GEMM shape of a layer's forward and backward (bias and GELU epilogues, dinp, dw), the
-// column reductions that share the handle's workspace as scratch.
+// reductions and the embedding backward that share the handle's workspace as scratch.
 template <typename T>
 void layer_step(cuda::GemmHandle& h, LayerBufs<T>& b) {
   const int N = b.N, C = b.C, H = b.H;
@@ -94,6 +95,8 @@ void layer_step(cuda::GemmHandle& h, LayerBufs<T>& b) {
                         b.w1.get(), N, C, H, nullptr);
   cuda::layernorm_backward(b.dx.get(), b.lnw_g.get(), b.lnb_g.get(), b.dy.get(), b.x.get(),
                            b.lnw.get(), b.mean.get(), b.rstd.get(), N, C, nullptr, h.scratch());
+  cuda::embedding_backward(b.dwte.get(), nullptr, b.dy.get(), b.tok.get(), 1, N, C, 0, 16, nullptr,
+                           h.scratch());
   sync();
 }
 
