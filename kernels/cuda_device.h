@@ -95,6 +95,13 @@ inline float f16_to_float(f16 h) {
 }
 
 #ifdef LOOM_HAVE_CUDA
+// Device bytes a kernel may use between its own launches on one stream (nothing is kept across
+// calls): the GemmHandle's workspace in the backend, so no step allocates.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
 // True when the runtime sees at least one device of compute capability >= 8.0 (the kernels are
 // built for sm_80 and sm_90). "No driver" (cudaErrorInsufficientDriver, cudaErrorStubLibrary)
 // and "no device" (cudaErrorNoDevice) answer false; any other runtime error throws

@@ -1,6 +1,7 @@
-// LayerNorm cuda twin: warp-per-row forward and backward; column-reduced dw/db.
+// LayerNorm cuda twin: warp-per-row forward and backward; dw/db by two-stage column sums.
 #include <initializer_list>
 
+#include "kernels/col_sums.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/layernorm.h"
 
@@ -100,40 +101,22 @@ __global__ void layernorm_backward_dinp_kernel(T* dinp, const T* dout, const T* 
   }
 }
 
-// dw[c] += sum_n g[n,c] nrm[n,c]; db[c] += sum_n g[n,c]. Block (32, kColRows): column
-// c = blockIdx.x * 32 + threadIdx.x; thread row y sums rows y, y + kColRows, ... in order, then
-// the kColRows partials are added in a fixed order: deterministic, no atomics.
-constexpr int kColRows = 16;
-
+// The terms of dw[c] and db[c] from row n: g nrm and g, nrm = (x - mean) * rstd.
 template <typename T>
-__global__ void layernorm_backward_dwdb_kernel(float* dw, float* db, const T* dout, const T* inp,
-                                               const float* mean, const float* rstd, int N, int C) {
-  __shared__ float sw[kColRows][33];
-  __shared__ float sb[kColRows][33];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * 32 + tx;
-  float aw = 0.0f, ab = 0.0f;
-  if (c < C) {
-    for (int n = ty; n < N; n += kColRows) {
-      const size_t i = (size_t)n * C + c;
-      const float g = to_f32(dout[i]);
-      aw += g * ((to_f32(inp[i]) - mean[n]) * rstd[n]);
-      ab += g;
-    }
+struct DwDbTerms {
+  static constexpr int kSums = 2;
+  const T* dout;
+  const T* inp;
+  const float* mean;
+  const float* rstd;
+  int C;
+  __device__ void operator()(int n, int c, float* acc) const {
+    const size_t i = (size_t)n * C + c;
+    const float g = to_f32(dout[i]);
+    acc[0] += g * ((to_f32(inp[i]) - mean[n]) * rstd[n]);
+    acc[1] += g;
   }
-  sw[ty][tx] = aw;
-  sb[ty][tx] = ab;
-  __syncthreads();  // reached by every thread (no early exit above)
-  if (ty == 0 && c < C) {
-    float tw = 0.0f, tb = 0.0f;
-    for (int k = 0; k < kColRows; k++) {
-      tw += sw[k][tx];
-      tb += sb[k][tx];
-    }
-    dw[c] += tw;
-    db[c] += tb;
-  }
-}
+};
 
 template <typename T>
 bool rows_vectorizable(int C, std::initializer_list<const void*> ptrs) {
@@ -162,7 +145,7 @@ void forward(H* out, float* mean, float* rstd, const H* inp, const H* w, const H
 
 template <typename H>
 void backward(H* dinp, float* dw, float* db, const H* dout, const H* inp, const H* w,
-              const float* mean, const float* rstd, int N, int C, void* stream) {
+              const float* mean, const float* rstd, int N, int C, void* stream, Workspace scratch) {
   using T = dev_t<H>;
   if (N <= 0 || C <= 0) return;
   const unsigned grid = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -175,10 +158,8 @@ void backward(H* dinp, float* dw, float* db, const H* dout, const H* inp, const 
     (dev_ptr(dinp), dev_ptr(dout), dev_ptr(inp), dev_ptr(w), mean, rstd, N, C);
   }
   LOOM_CUDA_CHECK_LAUNCH();
-  const dim3 block(32, kColRows);
-  LOOM_LAUNCH(layernorm_backward_dwdb_kernel, (unsigned)((C + 31) / 32), block, 0, s)
-  (dw, db, dev_ptr(dout), dev_ptr(inp), mean, rstd, N, C);
-  LOOM_CUDA_CHECK_LAUNCH();
+  col_sums(DwDbTerms<T>{dev_ptr(dout), dev_ptr(inp), mean, rstd, C}, ColOut<2>{{dw, db}}, N, C,
+           scratch, s);
 }
 
 }  // namespace
@@ -197,18 +178,18 @@ void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const
 }
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream) {
-  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream);
+                        void* stream, Workspace scratch) {
+  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream, scratch);
 }
 void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp,
                         const bf16* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream) {
-  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream);
+                        void* stream, Workspace scratch) {
+  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream, scratch);
 }
 void layernorm_backward(f16* dinp, float* dw, float* db, const f16* dout, const f16* inp,
                         const f16* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream) {
-  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream);
+                        void* stream, Workspace scratch) {
+  backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream, scratch);
 }
 
 }  // namespace loom::cuda

@@ -34,16 +34,18 @@ void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, con
 void layernorm_forward(f16* out, float* mean, float* rstd, const f16* inp, const f16* w,
                        const f16* b, int N, int C, void* stream);
 
-// dw, db reduced over rows in a fixed order (deterministic, no atomics).
+// dw, db reduced over rows in a fixed order (deterministic, no atomics): with scratch, row chunks
+// by separate blocks then the chunk partials in order (kernels/col_sums.cuh); without, one block
+// per 32 columns over every row.
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                         const float* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream);
+                        void* stream, Workspace scratch = {});
 void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp,
                         const bf16* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream);
+                        void* stream, Workspace scratch = {});
 void layernorm_backward(f16* dinp, float* dw, float* db, const f16* dout, const f16* inp,
                         const f16* w, const float* mean, const float* rstd, int N, int C,
-                        void* stream);
+                        void* stream, Workspace scratch = {});
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

@@ -1,150 +1,12 @@
-// Linear layer and gemm cuda twin: cuBLASLt (row-major via swapped operands), epilogues, dbias.
-#include <cublasLt.h>
-
+// Linear layer and gemm cuda twin: cuBLASLt calls (gemm_lt.cuh), epilogues, a two-stage dbias.
+#include "kernels/col_sums.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/gelu.h"
+#include "kernels/gemm_lt.cuh"
 #include "kernels/matmul.h"
 
 namespace loom::cuda {
-
-// ---- handle ----------------------------------------------------------------------------
-GemmHandle::GemmHandle(size_t workspace_bytes) {
-  cublasLtHandle_t h = nullptr;
-  LOOM_CUBLAS_CHECK(cublasLtCreate(&h));
-  lt_ = h;
-  if (workspace_bytes > 0) {
-    const cudaError_t e = cudaMalloc(&workspace_, workspace_bytes);
-    if (e != cudaSuccess) {
-      cublasLtDestroy(h);
-      LOOM_CUDA_CHECK(e);
-    }
-  }
-  workspace_bytes_ = workspace_bytes;
-}
-
-GemmHandle::~GemmHandle() {
-  // No throwing from a destructor: errors here (e.g. a dying context at exit) are ignored.
-  if (workspace_) cudaFree(workspace_);
-  if (lt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
-}
-
 namespace {
-
-// ---- cuBLASLt call --------------------------------------------------------------------
-// RAII owners of the descriptors (nothing leaks when a check throws).
-struct Desc {
-  cublasLtMatmulDesc_t d = nullptr;
-  ~Desc() {
-    if (d) cublasLtMatmulDescDestroy(d);
-  }
-};
-struct Layout {
-  cublasLtMatrixLayout_t l = nullptr;
-  ~Layout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
-  }
-};
-struct Pref {
-  cublasLtMatmulPreference_t p = nullptr;
-  ~Pref() {
-    if (p) cublasLtMatmulPreferenceDestroy(p);
-  }
-};
-
-// One row-major GEMM: C (M, N) = alpha op(A) op(B) + beta C [+ epilogue].
-struct Call {
-  cudaDataType_t ab_type, cd_type;
-  bool ta, tb;
-  int M, N, K;
-  float alpha;
-  const void* A;
-  int lda;
-  const void* B;
-  int ldb;
-  float beta;
-  void* C;
-  int ldc;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;  // (N) of cd_type, broadcast over rows
-  void* aux = nullptr;         // GELU input (M, N), leading dimension aux_ld
-  int64_t aux_ld = 0;
-};
-
-// Largest power of two <= 256 dividing the address (cuBLASLt assumes 256 unless told).
-uint32_t alignment_of(const void* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  uint32_t al = 256;
-  while (al > 1 && (a % al) != 0) al >>= 1;
-  return al;
-}
-
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major (r, c)
-// matrix with leading dimension ld is the column-major (c, r) matrix with the same ld: so
-// cuBLASLt computes D' (N x M) = op'(B) (N x K) * op'(A) (K x M) on the unchanged buffers.
-// Returns false when cuBLASLt has no algorithm for this combination (epilogue, alignment).
-bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
-  const cublasComputeType_t compute =
-      (c.ab_type == CUDA_R_32F && h.allow_tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  Desc desc;
-  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F));
-  const cublasOperation_t op_a = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "A" is our B
-  const cublasOperation_t op_b = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "B" is our A
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (c.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &c.epilogue, sizeof(c.epilogue)));
-  }
-  if (c.bias) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &c.bias, sizeof(c.bias)));
-  }
-  if (c.aux) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                     &c.aux_ld, sizeof(c.aux_ld)));
-  }
-  // Stored (column-major) shapes: cuBLAS A = our B, cuBLAS B = our A, D = C^T (N x M).
-  Layout la, lb, lc;
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&la.l, c.ab_type, c.tb ? c.K : c.N, c.tb ? c.N : c.K, c.ldb));
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&lb.l, c.ab_type, c.ta ? c.M : c.K, c.ta ? c.K : c.M, c.lda));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.l, c.cd_type, c.N, c.M, c.ldc));
-
-  Pref pref;
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-  const size_t ws = h.workspace_bytes();
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t al_a = alignment_of(c.B), al_b = alignment_of(c.A), al_c = alignment_of(c.C);
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
-
-  cublasLtHandle_t lt = static_cast<cublasLtHandle_t>(h.lt());
-  cublasLtMatmulHeuristicResult_t result = {};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc.d, la.l, lb.l, lc.l, lc.l,
-                                                           pref.p, 1, &result, &found);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0))
-    return false;
-  LOOM_CUBLAS_CHECK(st);
-  const cublasStatus_t run =
-      cublasLtMatmul(lt, desc.d, &c.alpha, c.B, la.l, c.A, lb.l, &c.beta, c.C, lc.l, c.C, lc.l,
-                     &result.algo, h.workspace(), ws, stream);
-  if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // checked before any work is enqueued
-  LOOM_CUBLAS_CHECK(run);
-  return true;
-}
 
 void run_or_throw(GemmHandle& h, const Call& c, cudaStream_t stream) {
   LOOM_CUDA_REQUIRE(lt_matmul(h, c, stream),
@@ -185,27 +47,16 @@ __global__ void broadcast_rows_kernel(T* out, const T* bias, size_t total, int O
     out[i] = bias[i % OC];
 }
 
-// dbias[c] += sum_n dout[n, c]: block (32, kColRows), column c = blockIdx.x * 32 + x, rows
-// y, y + kColRows, ... summed in order, then the partials in a fixed order (deterministic).
-constexpr int kColRows = 16;
-
+// The term of dbias[c] from row n: dout[n, c].
 template <typename T>
-__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
-  __shared__ float part[kColRows][33];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int c = blockIdx.x * 32 + tx;
-  float acc = 0.0f;
-  if (c < OC) {
-    for (int n = ty; n < N; n += kColRows) acc += to_f32(dout[(size_t)n * OC + c]);
+struct BiasTerm {
+  static constexpr int kSums = 1;
+  const T* dout;
+  int OC;
+  __device__ void operator()(int n, int c, float* acc) const {
+    acc[0] += to_f32(dout[(size_t)n * OC + c]);
   }
-  part[ty][tx] = acc;
-  __syncthreads();  // every thread reaches it
-  if (ty == 0 && c < OC) {
-    float t = 0.0f;
-    for (int k = 0; k < kColRows; k++) t += part[k][tx];
-    dbias[c] += t;
-  }
-}
+};
 
 // y (N, OC) = inp @ w + bias, via the bias epilogue or a broadcast then beta = 1.
 template <typename T>
@@ -251,12 +102,10 @@ void forward(GemmHandle& h, T* out, const T* inp, const T* w, const T* bias, int
 }
 
 template <typename T>
-void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream) {
+void bias_grad(float* dbias, const T* dout, int N, int OC, void* stream, Workspace scratch) {
   if (N <= 0 || OC <= 0) return;
-  const dim3 block(32, kColRows);
-  LOOM_LAUNCH(bias_backward_kernel, (unsigned)((OC + 31) / 32), block, 0, as_stream(stream))
-  (dbias, dev_ptr(dout), N, OC);
-  LOOM_CUDA_CHECK_LAUNCH();
+  col_sums(BiasTerm<dev_t<T>>{dev_ptr(dout), OC}, ColOut<1>{{dbias}}, N, OC, scratch,
+           as_stream(stream));
 }
 
 template <typename T>
@@ -266,7 +115,7 @@ void backward(GemmHandle& h, T* dinp, float* dw, float* dbias, const T* dout, co
   if (dinp) gemm_impl(h, false, true, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC, stream);
   // dw (IC, OC) += inp^T (IC, N) @ dout (N, OC), accumulated in fp32
   gemm_impl(h, true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC, stream);
-  if (dbias) bias_grad(dbias, dout, N, OC, stream);
+  if (dbias) bias_grad(dbias, dout, N, OC, stream, h.scratch());
 }
 
 }  // namespace
@@ -323,14 +172,15 @@ void matmul_backward(GemmHandle& h, f16* dinp, float* dw, float* dbias, const f1
   backward(h, dinp, dw, dbias, dout, inp, w, N, IC, OC, stream);
 }
 
-void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream,
+                   Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
-void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream, Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
-void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream) {
-  bias_grad(dbias, dout, N, OC, stream);
+void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream, Workspace scratch) {
+  bias_grad(dbias, dout, N, OC, stream, scratch);
 }
 
 }  // namespace loom::cuda

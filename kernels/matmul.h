@@ -32,13 +32,19 @@ GemmStats gemm_stats();
 
 #ifdef LOOM_HAVE_CUDA
 #include <cstddef>
+#include <memory>
 
 #include "kernels/cuda_device.h"
 
 namespace loom::cuda {
 
-// A cuBLASLt handle and its GEMM workspace, created once (per device and stream: GEMMs running
-// concurrently on several streams need one handle each, since they share the workspace).
+// A cuBLASLt handle, its GEMM workspace and its plans, created once (per device and stream:
+// GEMMs running concurrently on several streams need one handle each, since they share the
+// workspace). A plan (matmul descriptor, matrix layouts, the algorithm cuBLASLt's heuristic
+// chose) is built on the first GEMM of each distinct key (types, compute type, transposes,
+// M, N, K, leading dimensions, epilogue, the operands' alignments) and reused by every later
+// GEMM with that key: after the first step, a GEMM queries no heuristic and allocates nothing.
+// Not thread-safe: one host thread drives a handle.
 class GemmHandle {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t(32) << 20;
@@ -49,13 +55,22 @@ class GemmHandle {
   void* lt() const { return lt_; }  // cublasLtHandle_t
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // The workspace as scratch for the column reductions and the embedding backward enqueued on
+  // this handle's stream: stream order keeps them apart from the GEMMs' use of the same bytes.
+  Workspace scratch() const { return Workspace{workspace_, workspace_bytes_}; }
+  // Plans built so far (including "cuBLASLt has no algorithm" answers, which are kept too).
+  size_t plan_count() const;
   // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative); off: strict fp32 as the cpu twin.
   bool allow_tf32 = false;
 
+  struct Plans;  // matmul.cu
+
  private:
+  friend Plans& plans_of(GemmHandle& h);
   void* lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<Plans> plans_;
 };
 
 // cuda twins on device pointers, enqueued on `stream` (a cudaStream_t); fp32 accumulation
@@ -96,10 +111,15 @@ void matmul_backward(GemmHandle& h, bf16* dinp, float* dw, float* dbias, const b
 void matmul_backward(GemmHandle& h, f16* dinp, float* dw, float* dbias, const f16* dout,
                      const f16* inp, const f16* w, int N, int IC, int OC, void* stream);
 
-// dbias (OC) += column sums of dout (N, OC): deterministic (fixed order, no atomics).
-void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream);
-void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream);
-void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream);
+// dbias (OC) += column sums of dout (N, OC): deterministic (fixed order, no atomics). With
+// scratch, row chunks are summed by separate blocks into it and then added in chunk order (a
+// two-stage reduction that fills the GPU); without, one block per 32 columns sums every row.
+void bias_backward(float* dbias, const float* dout, int N, int OC, void* stream,
+                   Workspace scratch = {});
+void bias_backward(float* dbias, const bf16* dout, int N, int OC, void* stream,
+                   Workspace scratch = {});
+void bias_backward(float* dbias, const f16* dout, int N, int OC, void* stream,
+                   Workspace scratch = {});
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA

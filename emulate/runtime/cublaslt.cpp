@@ -163,6 +163,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeTy
   if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) ||
       scale != CUDA_R_32F)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only fp32 compute and scale types are emulated");
+  counters().lt_descs++;
   auto* p = track(new LtDesc{});
   p->compute = compute;
   p->scale = scale;
@@ -215,6 +216,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataTyp
   LOOM_EMU_LOCK;
   if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "matrix type " + std::to_string(type));
+  counters().lt_layouts++;
   *l = reinterpret_cast<cublasLtMatrixLayout_t>(track(new LtLayout{type, rows, cols, ld}));
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -287,6 +289,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   const LtPref* p = get<LtPref>(ph);
   if (!get<int>(h) || !d || !a || !b || !c || !dd || !p || requested < 1 || !returned)
     return CUBLAS_STATUS_INVALID_VALUE;
+  counters().lt_heuristics++;
   *returned = 0;
   uint64_t m, n, k;
   const std::string bad = validate(*d, *a, *b, *c, *dd, &m, &n, &k);

@@ -130,6 +130,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
   if (!p) return api_error(cudaErrorInvalidValue);
+  counters().allocations++;
   cudaError_t e;
   *p = device_alloc(bytes, &e);
   return api_error(e);

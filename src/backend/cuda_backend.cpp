@@ -177,7 +177,8 @@ class CudaBackendT final : public Backend {
   }
   void embedding_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
                           int T_, int C, int vstart, int Vl) override {
-    cuda::embedding_backward(dwte, dwpe, A(dout), tokens, B, T_, C, vstart, Vl, s());
+    cuda::embedding_backward(dwte, dwpe, A(dout), tokens, B, T_, C, vstart, Vl, s(),
+                             gemm_->scratch());
   }
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
                          const void* b, int N, int C) override {
@@ -186,7 +187,8 @@ class CudaBackendT final : public Backend {
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                           const void* w, const float* mean, const float* rstd, int N,
                           int C) override {
-    cuda::layernorm_backward(A(dinp), dw, db, A(dout), A(inp), A(w), mean, rstd, N, C, s());
+    cuda::layernorm_backward(A(dinp), dw, db, A(dout), A(inp), A(w), mean, rstd, N, C, s(),
+                             gemm_->scratch());
   }
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int N, int IC,
                       int OC) override {
@@ -291,7 +293,7 @@ class CudaBackendT final : public Backend {
 
   int gpu_;
   Stream stream_;
-  std::unique_ptr<cuda::GemmHandle> gemm_;  // cuBLASLt handle and its 32 MiB workspace
+  std::unique_ptr<cuda::GemmHandle> gemm_;  // cuBLASLt, its 32 MiB workspace (and scratch)
   DeviceDoubles acc_;                       // (1) sum_squares accumulator
   DeviceDoubles partials_;                  // (kSumSquaresPartials) sum_squares scratch
   std::string description_;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/embedding.h"
+#include "tests/cuda/cuda_scratch.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
@@ -23,7 +24,7 @@ constexpr int kVstart = 5, kVl = 12;
 struct Shape {
   int B, T, C;
 };
-// C = 64: 128-bit packs; C = 42: scalar path. B*T = 300 > one compaction window (128 rows).
+// C = 64: 128-bit packs; C = 42: scalar path. B*T = 300 rows: not a power of two (the sort pads).
 const Shape kShapes[] = {{3, 100, 64}, {2, 7, 42}};
 
 TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
@@ -51,14 +52,14 @@ TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
                             kVl);
     DevBuf<float> dDwte(dwte0), dDwpe(dwpe0);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), dDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << "dwte " << what;
     EXPECT_TRUE(bitwise_equal(dDwpe.download(), dwpe)) << "dwpe " << what;
     EXPECT_REL_LE(dDwte.download(), dwte, kTolF32, "dwte " + what);
     // Without dwpe only dwte changes.
     DevBuf<float> dDwte2(dwte0);
-    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart, kVl,
-                             nullptr);
+    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart,
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(dDwte2.download(), dwte)) << "dwte without dwpe " << what;
   }
 }
@@ -92,7 +93,7 @@ TYPED_TEST(CudaEmbeddingLowp, MatchesCpuOnRoundedInputs) {
     cuda::embedding_forward(hOut.get(), dTok.get(), hWte.get(), hWpe.get(), B, T, C, kVstart, kVl,
                             nullptr);
     cuda::embedding_backward(dDwte.get(), dDwpe.get(), hDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr);
+                             kVl, nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(to_f32(hOut.download()), round_to<TypeParam>(out)))
         << ty << " forward";
     EXPECT_TRUE(bitwise_equal(dDwte.download(), dwte)) << ty << " dwte (fp32 accumulation)";

@@ -317,10 +317,12 @@ TEST(Emulator, WrongLeadingDimensionFailsTheGemmCheck) {
 // matmul_forward's paths for when cuBLASLt has no epilogue algorithm (a bias broadcast then a
 // beta = 1 GEMM; GELU unfused) and for OC not a multiple of 8 (no GELU aux), against the cpu twin.
 TEST(Emulator, MatmulFallbackPathsMatchCpu) {
-  cuda::GemmHandle h(0);
   const int N = 20, IC = 32;
   for (bool epilogues : {true, false})
     for (int OC : {48, 42}) {
+      // A fresh handle: a handle keeps cuBLASLt's answer per GEMM key (a real cuBLASLt's does
+      // not change within a process), so it would not see the switch below.
+      cuda::GemmHandle h(0);
       loom_emu::set_cublaslt_epilogues(epilogues);
       const std::string what =
           std::string(epilogues ? "epilogues" : "no epilogues") + " OC=" + std::to_string(OC);

@@ -24,6 +24,11 @@ struct Stats {
   uint64_t barriers = 0, warp_exchanges = 0;
   uint64_t device_accesses = 0, shared_accesses = 0;  // checked by the access hooks
   uint64_t gemms = 0;
+  // cuBLASLt plan building (cublasLtMatmulAlgoGetHeuristic, cublasLtMatmulDescCreate,
+  // cublasLtMatrixLayoutCreate calls) and cudaMalloc calls, so tests can tell a step that
+  // reuses its plans and memory from one that builds or allocates again.
+  uint64_t lt_heuristics = 0, lt_descs = 0, lt_layouts = 0;
+  uint64_t allocations = 0;
 };
 Stats stats();
 
