@@ -37,26 +37,6 @@ std::vector<int32_t> make_tokens(const Case& k, uint32_t seed) {
   return t;
 }
 
-template <typename T>
-std::vector<T> stored(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return to_bf16(v);
-  else
-    return to_f16(v);
-}
-
-template <typename T>
-std::vector<float> representable(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return round_bf16(v);
-  else
-    return round_f16(v);
-}
-
 // Both twins add, per wte element, its initial value and then dout[n] of the rows n holding the
 // token in increasing n, one fp32 addition at a time; low-precision dout is widened exactly. So
 // the results are equal bit for bit (no bound needed), and so are two runs.
@@ -68,13 +48,13 @@ void check(const Case& k, const char* dtype) {
                            " T=" + std::to_string(T_) + " C=" + std::to_string(C) +
                            " vocab=" + std::to_string(k.vocab);
   const auto tokens = make_tokens(k, 1);
-  const auto dout = representable<T>(randu((size_t)N * C, 2));
+  const auto dout = round_to<T>(randu((size_t)N * C, 2));
   const auto dwte0 = randu((size_t)std::max(Vl, 1) * C, 3), dwpe0 = randu((size_t)T_ * C, 4);
   std::vector<float> dwte = dwte0, dwpe = dwpe0;
   cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T_, C, kVstart,
                           Vl);
   DevBuf<int32_t> dTok(tokens);
-  DevBuf<T> dDout(stored<T>(dout));
+  DevBuf<T> dDout(convert<T>(dout));
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; run++) {
     DevBuf<float> dDwte(dwte0), dDwpe(dwpe0);

@@ -54,25 +54,15 @@ struct LayerBufs {
 };
 
 template <typename T>
-std::vector<T> cast_vec(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return to_bf16(v);
-  else
-    return to_f16(v);
-}
-
-template <typename T>
 void fill(LayerBufs<T>& b) {
   const int N = b.N, C = b.C, H = b.H;
-  b.x.upload(cast_vec<T>(randu((size_t)N * C, 1)));
-  b.w1.upload(cast_vec<T>(randu((size_t)C * H, 2, -0.1f, 0.1f)));
-  b.b1.upload(cast_vec<T>(randu(H, 3)));
-  b.w2.upload(cast_vec<T>(randu((size_t)H * C, 4, -0.1f, 0.1f)));
-  b.b2.upload(cast_vec<T>(randu(C, 5)));
-  b.dy.upload(cast_vec<T>(randu((size_t)N * C, 6)));
-  b.lnw.upload(cast_vec<T>(randu(C, 7, 0.5f, 1.5f)));
+  b.x.upload(convert<T>(randu((size_t)N * C, 1)));
+  b.w1.upload(convert<T>(randu((size_t)C * H, 2, -0.1f, 0.1f)));
+  b.b1.upload(convert<T>(randu(H, 3)));
+  b.w2.upload(convert<T>(randu((size_t)H * C, 4, -0.1f, 0.1f)));
+  b.b2.upload(convert<T>(randu(C, 5)));
+  b.dy.upload(convert<T>(randu((size_t)N * C, 6)));
+  b.lnw.upload(convert<T>(randu(C, 7, 0.5f, 1.5f)));
   b.mean.upload(randu(N, 8));
   b.rstd.upload(randu(N, 9, 0.5f, 2.0f));
   std::vector<int32_t> tok(N);

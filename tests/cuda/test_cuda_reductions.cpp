@@ -31,27 +31,6 @@ std::string name(const Shape& s, const char* dtype, bool scratch) {
          (scratch ? " two-stage" : " one-stage");
 }
 
-// Host values the storage type T holds (the cpu twin sees exactly what the kernel reads).
-template <typename T>
-std::vector<float> representable(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return round_bf16(v);
-  else
-    return round_f16(v);
-}
-
-template <typename T>
-std::vector<T> stored(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return to_bf16(v);
-  else
-    return to_f16(v);
-}
-
 // Error model: both twins add the same N + 1 fp32 numbers (the initial value and N terms, each
 // term computed in fp32 from identical inputs with at most 3 roundings) in different orders; any
 // order is within N u of the exact sum's magnitude sum S = |d0| + sum |term|, and each term
@@ -79,7 +58,7 @@ uint64_t launches_now() { return loom_emu::stats().kernels; }
 template <typename T>
 void check_bias(const Shape& s, const char* dtype) {
   const int N = s.N, OC = s.C;
-  const auto g = representable<T>(randu((size_t)N * OC, 1, -2.0f, 2.0f));
+  const auto g = round_to<T>(randu((size_t)N * OC, 1, -2.0f, 2.0f));
   const auto d0 = randu(OC, 2);
   std::vector<float> want = d0, dw(OC, 0.0f), inp(N, 0.0f), w(OC, 0.0f);  // IC = 1
   cpu::matmul_backward(nullptr, dw.data(), want.data(), g.data(), inp.data(), w.data(), N, 1, OC);
@@ -88,7 +67,7 @@ void check_bias(const Shape& s, const char* dtype) {
     mag[c] = std::fabs(d0[c]);
     for (int n = 0; n < N; n++) mag[c] += std::fabs(g[(size_t)n * OC + c]);
   }
-  DevBuf<T> dG(stored<T>(g));
+  DevBuf<T> dG(convert<T>(g));
   for (bool scratch : {true, false}) {
     const std::string what = "bias_backward " + name(s, dtype, scratch);
     const cuda::Workspace ws = scratch ? test_scratch() : cuda::Workspace{};
@@ -113,10 +92,10 @@ template <typename T>
 void check_layernorm(const Shape& s, const char* dtype) {
   const int N = s.N, C = s.C;
   const size_t NC = (size_t)N * C;
-  const auto x = representable<T>(randu(NC, 3, -2.0f, 3.0f));
-  const auto w = representable<T>(randu(C, 4, 0.5f, 1.5f));
-  const auto b = representable<T>(randu(C, 5));
-  const auto g = representable<T>(randu(NC, 6));
+  const auto x = round_to<T>(randu(NC, 3, -2.0f, 3.0f));
+  const auto w = round_to<T>(randu(C, 4, 0.5f, 1.5f));
+  const auto b = round_to<T>(randu(C, 5));
+  const auto g = round_to<T>(randu(NC, 6));
   const auto dw0 = randu(C, 7), db0 = randu(C, 8);
   std::vector<float> y(NC), mean(N), rstd(N), dx(NC, 0.0f), dw = dw0, db = db0;
   cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
@@ -133,7 +112,7 @@ void check_layernorm(const Shape& s, const char* dtype) {
     }
   }
   // mean and rstd from the cpu forward feed both twins: the comparison is of the reductions.
-  DevBuf<T> dX(stored<T>(x)), dW(stored<T>(w)), dG(stored<T>(g)), dDx(NC);
+  DevBuf<T> dX(convert<T>(x)), dW(convert<T>(w)), dG(convert<T>(g)), dDx(NC);
   DevBuf<float> dMean(mean), dRstd(rstd);
   for (bool scratch : {true, false}) {
     const std::string what = "layernorm_backward " + name(s, dtype, scratch);
