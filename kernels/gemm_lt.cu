@@ -108,6 +108,18 @@ PlanKey key_of(const GemmHandle& h, const Call& c) {
                  0};
 }
 
+// Writes this call's bias and aux pointers into the plan's descriptor.
+void set_call_pointers(Plan& p, const Call& c) {
+  if (c.bias) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &c.bias, sizeof(c.bias)));
+  }
+  if (c.aux) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
+  }
+}
+
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major (r, c)
 // matrix with leading dimension ld is the column-major (c, r) matrix with the same ld: so
 // cuBLASLt computes D' (N x M) = op'(B) (N x K) * op'(A) (K x M) on the unchanged buffers.
@@ -126,13 +138,8 @@ void build_plan(GemmHandle& h, const Call& c, Plan& p) {
                                                      &c.epilogue, sizeof(c.epilogue)));
   }
   // The heuristic sees this call's bias and aux pointers (their alignment is in the key).
-  if (c.bias) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &c.bias, sizeof(c.bias)));
-  }
+  set_call_pointers(p, c);
   if (c.aux) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                      &c.aux_ld, sizeof(c.aux_ld)));
   }
@@ -187,14 +194,7 @@ Plan& plan_for(GemmHandle& h, const Call& c) {
 bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
   Plan& p = plan_for(h, c);
   if (!p.ok) return false;
-  if (c.bias) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &c.bias, sizeof(c.bias)));
-  }
-  if (c.aux) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
-  }
+  set_call_pointers(p, c);
   const cublasStatus_t run = cublasLtMatmul(static_cast<cublasLtHandle_t>(h.lt()), p.desc, &c.alpha,
                                             c.B, p.la, c.A, p.lb, &c.beta, c.C, p.lc, c.C, p.lc,
                                             &p.algo, h.workspace(), h.workspace_bytes(), stream);

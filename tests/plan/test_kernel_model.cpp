@@ -10,6 +10,7 @@
 #include "cli/plan_command.h"
 #include "core/check.h"
 #include "plan/kernel_model.h"
+#include "tests/plan/run_plan_command.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -193,26 +194,8 @@ cli::Args kernels_args(std::vector<std::string> sets) {
 
 // cmd_plan's stdout; a UserError's message in *error.
 std::string run_plan(const cli::Args& a, std::string* error) {
-  test::ensure_mpi();
-  std::fflush(stdout);
-  char path[] = "/tmp/loom_kernels_outXXXXXX";
-  const int fd = mkstemp(path);
-  const int saved = dup(1);
-  dup2(fd, 1);
-  error->clear();
-  try {
-    cli::cmd_plan(a);
-  } catch (const UserError& e) {
-    *error = e.what();
-  }
-  std::fflush(stdout);
-  dup2(saved, 1);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path);
-  return out;
+  int code = 0;
+  return test::run_plan_command(a, &code, error);
 }
 
 TEST(KernelModelCli, PrintsTheTableForTheConfigsShape) {

@@ -8,6 +8,7 @@
 #include "cli/plan_command.h"
 #include "core/check.h"
 #include "parallel/collective.h"
+#include "tests/plan/run_plan_command.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -23,39 +24,13 @@ cli::Args plan_args(const std::string& config, const std::string& cluster, bool 
   return a;
 }
 
-// Runs cmd_plan with stdout captured; returns the output, the exit code in *code and a thrown
-// UserError's message in *error.
-std::string run(const cli::Args& a, int* code, std::string* error) {
-  test::ensure_mpi();
-  std::fflush(stdout);
-  char path[] = "/tmp/loom_plan_outXXXXXX";
-  const int fd = mkstemp(path);
-  const int saved = dup(1);
-  dup2(fd, 1);
-  *code = -1;
-  error->clear();
-  try {
-    *code = cli::cmd_plan(a);
-  } catch (const UserError& e) {
-    *error = e.what();
-  } catch (const ReportedError& e) {
-    *code = e.code;
-  }
-  std::fflush(stdout);
-  dup2(saved, 1);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path);
-  return out;
-}
+using test::run_plan_command;
 
 TEST(PlanCli, TextTableForGpt2SmallOnOneH100Node) {
   int code = 0;
   std::string err;
-  const std::string out =
-      run(plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml"), &code, &err);
+  const std::string out = run_plan_command(
+      plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml"), &code, &err);
   EXPECT_EQ(code, 0) << err;
   EXPECT_NE(out.find("loom plan:"), std::string::npos) << out;
   EXPECT_NE(out.find("124.4M parameters"), std::string::npos) << out;
@@ -67,7 +42,7 @@ TEST(PlanCli, TextTableForGpt2SmallOnOneH100Node) {
 TEST(PlanCli, JsonForScripts) {
   int code = 0;
   std::string err;
-  const std::string out = run(
+  const std::string out = run_plan_command(
       plan_args("configs/gpt2_124m.yaml", "configs/clusters/cpu_2core.yaml", true), &code, &err);
   EXPECT_EQ(code, 0) << err;
   auto j = nlohmann::json::parse(out);
@@ -84,7 +59,7 @@ TEST(PlanCli, TooBigAModelSaysWhatIsShort) {
                  "model.seq_len=2048", "model.max_positions=2048", "train.global_batch_size=64"};
   int code = 0;
   std::string err;
-  const std::string out = run(a, &code, &err);
+  const std::string out = run_plan_command(a, &code, &err);
   EXPECT_NE(err.find("no layout fits"), std::string::npos) << err;
   EXPECT_NE(err.find("device memory is short by"), std::string::npos) << err;
   EXPECT_NE(out.find("rejected for memory"), std::string::npos) << out;
@@ -95,16 +70,16 @@ TEST(PlanCli, BadConfigAndClusterAreOneClearError) {
   std::string err;
   cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml");
   a.overrides = {"model.d_model=770"};
-  run(a, &code, &err);
+  run_plan_command(a, &code, &err);
   EXPECT_EQ(code, 1);  // validate()'s lines were printed on stderr
   a = plan_args("configs/gpt2_124m.yaml", "configs/gpt2_124m.yaml");  // not a cluster file
-  run(a, &code, &err);
+  run_plan_command(a, &code, &err);
   EXPECT_NE(err.find("unknown key"), std::string::npos) << err;
   a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/missing.yaml");
-  run(a, &code, &err);
+  run_plan_command(a, &code, &err);
   EXPECT_NE(err.find("cannot read cluster file"), std::string::npos) << err;
   a.operands.clear();
-  run(a, &code, &err);
+  run_plan_command(a, &code, &err);
   EXPECT_NE(err.find("loom plan needs one config file"), std::string::npos) << err;
 }
 
