@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "layout/run_layout.h"
 #include "parallel/parallel_ctx.h"
+#include "tests/support/configs.h"
 #include "tests/support/mpi_test_env.h"
 #include "train/trainer.h"
 
@@ -13,8 +14,7 @@ namespace {
 
 Config small(int tp, int pp, int mb, int global_batch) {
   Config c;
-  c.model.n_layer = 4, c.model.n_head = 4, c.model.d_model = 32, c.model.vocab_size = 97;
-  c.model.seq_len = 8;
+  c.model = test::gpt_model(4, 4, 32, 97, 8);
   c.parallel.tp = tp, c.parallel.pp = pp, c.parallel.micro_batch_size = mb;
   c.train.global_batch_size = global_batch;
   return c;

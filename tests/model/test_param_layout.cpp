@@ -5,21 +5,14 @@
 #include <map>
 #include <set>
 
-#include "model/init.h"
 #include "layout/param_layout.h"
+#include "model/init.h"
+#include "tests/support/configs.h"
 
 namespace loom {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig m;
-  m.n_layer = 3;
-  m.n_head = 4;
-  m.d_model = 16;
-  m.vocab_size = 97;
-  m.seq_len = 8;
-  return m;
-}
+ModelConfig tiny() { return test::gpt_model(3, 4, 16, 97, 8); }
 
 TEST(ParamLayout, SingleRankHoldsEveryCanonicalTensorWhole) {
   ModelConfig m = tiny();
@@ -47,7 +40,7 @@ TEST(ParamLayout, SplitLayersEvenAndExplicit) {
   EXPECT_EQ(last.layers().first_layer, 1);
   EXPECT_EQ(last.layers().num_layers, 2);
   EXPECT_EQ(last.find("wpe.weight"), nullptr);
-  ASSERT_NE(last.find("wte.weight"), nullptr);   // tied copy on the last stage
+  ASSERT_NE(last.find("wte.weight"), nullptr);      // tied copy on the last stage
   EXPECT_FALSE(last.get("wte.weight").norm_owner);  // counted on stage 0
   EXPECT_NE(last.find("ln_f.weight"), nullptr);
 }

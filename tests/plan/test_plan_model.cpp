@@ -4,13 +4,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "layout/param_layout.h"
 #include "layout/run_layout.h"
 #include "layout/schedule.h"
 #include "model/gpt_stage.h"
-#include "layout/param_layout.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 #include "tests/plan/plan_test_util.h"
+#include "tests/support/configs.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace loom {
@@ -18,11 +19,7 @@ namespace {
 
 using namespace plan;
 
-ModelConfig tiny() {
-  ModelConfig m;
-  m.n_layer = 4, m.n_head = 4, m.d_model = 32, m.vocab_size = 97, m.seq_len = 8;
-  return m;
-}
+ModelConfig tiny() { return test::gpt_model(4, 4, 32, 97, 8); }
 
 PlanModel cpu_model(const ModelConfig& m, int global_batch) {
   PlanModel pm;
@@ -192,8 +189,7 @@ TEST(PlanModel, RecomputeActivationsEqualGPTStage) {
           const RunLayout run = stage_layout(m, tp, 0, pp, s, 2, 3, r);
           Candidate c;
           c.tp = tp, c.pp = pp, c.micro_batch = 2, c.recompute = r;
-          EXPECT_EQ(activation_bytes(pm, c, shapes[size_t(s)], 3),
-                    stage_activation_bytes(run, *pc))
+          EXPECT_EQ(activation_bytes(pm, c, shapes[size_t(s)], 3), stage_activation_bytes(run, *pc))
               << recompute_name(r) << " tp " << tp << " pp " << pp << " stage " << s;
         }
       }

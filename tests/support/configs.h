@@ -4,12 +4,20 @@
 
 namespace loom::test {
 
+// A GPT-2 shape: layers, heads, width, vocabulary and sequence length; the rest as ModelConfig's
+// defaults.
+inline ModelConfig gpt_model(int n_layer, int n_head, int d_model, int vocab_size, int seq_len) {
+  ModelConfig m;
+  m.n_layer = n_layer, m.n_head = n_head, m.d_model = d_model;
+  m.vocab_size = vocab_size, m.seq_len = seq_len;
+  return m;
+}
+
 // The GPT-2 of the reference fixtures (tests/reference/make_gpt2_fixtures.py, the gpt2_tiny_*
 // files): 2 layers, 4 heads, d_model 32, vocab 97, 16 positions, samples of 8 tokens, tied
 // embeddings.
 inline ModelConfig fixture_model() {
-  ModelConfig m;
-  m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.vocab_size = 97, m.seq_len = 8;
+  ModelConfig m = gpt_model(2, 4, 32, 97, 8);
   m.max_positions = 16, m.tie_embeddings = true;
   return m;
 }

@@ -6,9 +6,10 @@
 
 #include "config/config.h"
 #include "core/check.h"
-#include "parallel/grid.h"
 #include "layout/run_layout.h"
+#include "parallel/grid.h"
 #include "plan/memory_model.h"
+#include "tests/support/configs.h"
 #include "train/device_fit.h"
 
 namespace loom {
@@ -20,11 +21,7 @@ constexpr uint64_t kReserve = (uint64_t(32) << 20) + kGiB;  // workspace + runti
 Config gpt2(int L, int H, int C, int mb, const std::string& dtype) {
   Config cfg;
   cfg.device = "cuda";
-  cfg.model.n_layer = L;
-  cfg.model.n_head = H;
-  cfg.model.d_model = C;
-  cfg.model.vocab_size = 50257;
-  cfg.model.seq_len = 1024;
+  cfg.model = test::gpt_model(L, H, C, 50257, 1024);
   cfg.parallel.micro_batch_size = mb;
   cfg.train.global_batch_size = mb;
   cfg.train.dtype = dtype;
@@ -79,7 +76,7 @@ TEST(DeviceFit, Gpt2SmallBf16PartsByHand) {
   // logits: it fits an 80 GB GPU with room to spare.
   EXPECT_LT(e.total(), 20 * kGiB);
   EXPECT_NO_THROW(fit(cfg, Grid(1, 1, 1), 0, 79 * kGiB, 80 * kGiB,
-                                   "device 0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"));
+                      "device 0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"));
 }
 
 TEST(DeviceFit, Fp32HasNoSeparateComputeCopyAndFourByteActivations) {

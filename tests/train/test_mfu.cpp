@@ -8,20 +8,13 @@
 #include "backend/peak_flops.h"
 #include "config/config.h"
 #include "model/flops.h"
+#include "tests/support/configs.h"
 #include "train/mfu.h"
 
 namespace loom {
 namespace {
 
-ModelConfig gpt2_124m() {
-  ModelConfig m;
-  m.n_layer = 12;
-  m.n_head = 12;
-  m.d_model = 768;
-  m.vocab_size = 50257;
-  m.seq_len = 1024;
-  return m;
-}
+ModelConfig gpt2_124m() { return test::gpt_model(12, 12, 768, 50257, 1024); }
 
 TEST(Mfu, Gpt2SmallParameterCountIsTheKnownOne) {
   // Hugging Face's GPT2LMHeadModel "gpt2" has 124,439,808 parameters (tied embeddings).
