@@ -31,6 +31,19 @@ StageParams stage_params(const ParamLayout& layout) {
   return sh;
 }
 
+StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims, int slots,
+                                Recompute r) {
+  StageShapeSpec s;
+  s.dims = dims;
+  s.layers = p.num_layers;
+  s.slots = slots;
+  s.recompute = r;
+  s.first = p.first;
+  s.last = p.last;
+  s.vocab_local = p.vocab_local;
+  return s;
+}
+
 RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
   const StageParams& p = s.params;
   RankMemory r;

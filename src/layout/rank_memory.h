@@ -30,6 +30,11 @@ struct StageParams {
 };
 StageParams stage_params(const ParamLayout& layout);
 
+// What the arenas of a stage with parameters p hold: blocks of `dims` on its TP rank, `slots`
+// micro-batches in flight, recomputation r.
+StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims, int slots,
+                                Recompute r);
+
 // What the memory of a rank depends on.
 struct MemorySpec {
   StageParams params;
@@ -43,28 +48,28 @@ struct MemorySpec {
 // moments; a copy of the parameters in the act dtype when it is bf16/fp16 (the compute weights);
 // ZeRO >= 2 stages gradients through layer buffers, ZeRO-3 gathers parameters into them.
 struct RankMemory {
-  uint64_t shard = 0;            // zero_shard_size(total, dp)
-  ShardRange state;              // the flat range whose moments this rank holds
-  uint64_t param_elems = 0;      // fp32 parameters held: dp * shard (ZeRO < 3, padded) or shard
-  uint64_t grad_elems = 0;       // fp32 gradients: total (ZeRO < 2) or the reduced shard
-  int layer_buffers = 0;         // ZeRO >= 2: staging (and ZeRO-3 working) layer buffers, 1 or 2
+  uint64_t shard = 0;               // zero_shard_size(total, dp)
+  ShardRange state;                 // the flat range whose moments this rank holds
+  uint64_t param_elems = 0;         // fp32 parameters held: dp * shard (ZeRO < 3, padded) or shard
+  uint64_t grad_elems = 0;          // fp32 gradients: total (ZeRO < 2) or the reduced shard
+  int layer_buffers = 0;            // ZeRO >= 2: staging (and ZeRO-3 working) layer buffers, 1 or 2
   uint64_t layer_buffer_elems = 0;  // widest layer
   uint64_t other_buffer_elems = 0;  // embeddings, final norm, head
-  int sent_grads = 0;            // pipeline: (N, C) input gradients sent back (stages > 0)
-  int recv_grads = 0;            // pipeline: (N, C) output gradients received (stages < last)
-  StageArenas arenas;            // activations and scratch (layout/stage_memory.h)
+  int sent_grads = 0;               // pipeline: (N, C) input gradients sent back (stages > 0)
+  int recv_grads = 0;               // pipeline: (N, C) output gradients received (stages < last)
+  StageArenas arenas;               // activations and scratch (layout/stage_memory.h)
 
   // Bytes by part (each in the dtype the buffer has).
   uint64_t master_params = 0;    // fp32 parameter buffer
   uint64_t compute_weights = 0;  // act-dtype copy of the parameters (low precision only)
   uint64_t param_gather = 0;     // ZeRO-3: working copies of a layer and the other tensors
   uint64_t grads = 0;
-  uint64_t grad_buckets = 0;     // ZeRO >= 2: staging of a layer and the other tensors
-  uint64_t optimizer = 0;        // AdamW m and v of the state range
-  uint64_t activations = 0;      // the activation arena
-  uint64_t scratch = 0;          // the scratch arena without the logits
-  uint64_t logits = 0;           // last stage: (N, Vl) in the act dtype, part of the scratch arena
-  uint64_t pipeline = 0;         // the executor's gradient buffers
+  uint64_t grad_buckets = 0;  // ZeRO >= 2: staging of a layer and the other tensors
+  uint64_t optimizer = 0;     // AdamW m and v of the state range
+  uint64_t activations = 0;   // the activation arena
+  uint64_t scratch = 0;       // the scratch arena without the logits
+  uint64_t logits = 0;        // last stage: (N, Vl) in the act dtype, part of the scratch arena
+  uint64_t pipeline = 0;      // the executor's gradient buffers
 
   uint64_t total() const;
   // (label, bytes) of every part above, in order, for messages and tests.

@@ -55,21 +55,13 @@ RunLayout RunLayout::single_sequence(const ModelConfig& m) {
 }
 
 StageShapeSpec RunLayout::stage_spec() const {
-  StageShapeSpec s;
-  s.dims = dims_;
-  s.layers = params_.layers().num_layers;
-  s.slots = slots_;
-  s.recompute = recompute_;
-  s.first = first_stage();
-  s.last = last_stage();
-  s.vocab_local = params_.vocab_local();
-  return s;
+  return stage_shape_spec(stage_params(params_), dims_, slots_, recompute_);
 }
 
 MemorySpec RunLayout::memory_spec() const {
   MemorySpec m;
   m.params = stage_params(params_);
-  m.stage = stage_spec();
+  m.stage = stage_shape_spec(m.params, dims_, slots_, recompute_);
   m.dp = grid_.dp;
   m.dp_rank = coord_.dp;
   m.zero = zero_;

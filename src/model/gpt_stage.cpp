@@ -1,8 +1,9 @@
 // GPTStage: allocation of parameters/activations, and forward/backward of one micro-batch.
 #include "model/gpt_stage.h"
-#include "core/check.h"
 
 #include <algorithm>
+
+#include "core/check.h"
 
 namespace loom {
 
@@ -52,36 +53,35 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
 
   // Activation slots and scratch: the arenas of the memory model (layout/stage_memory.h),
   // allocated once and carved.
-  const StageShapeSpec spec = run_.stage_spec();
   const StageArenas& plan = mem.arenas;
   LOOM_CHECK(plan.fmt.act == fmt_.act && plan.fmt.align == fmt_.align,
-             "the memory model was planned for another device (act ", plan.fmt.act, " bytes, align ",
-             plan.fmt.align, ") than the backend's (", fmt_.act, ", ", fmt_.align, ")");
-  const Recompute recompute = spec.recompute;
+             "the memory model was planned for another device (act ", plan.fmt.act,
+             " bytes, align ", plan.fmt.align, ") than the backend's (", fmt_.act, ", ", fmt_.align,
+             ")");
+  const bool full = run_.recompute() == Recompute::Full;
   acts_ = Buffer(plan.acts_bytes, dev);
   acts_.zero();
   scratch_ = Buffer(plan.scratch_bytes, dev);
   scratch_.zero();
   auto at = [](Buffer& a, size_t off) { return static_cast<char*>(a.data()) + off; };
-  if (recompute == Recompute::Full) recompute_out_ = at(acts_, plan.rerun_out);
+  if (full) recompute_out_ = at(acts_, plan.rerun_out);
   for (const StageArenas::Slot& o : plan.slots) {
     Slot s;
     for (size_t off : o.xs) s.xs.push_back(at(acts_, off));
-    if (recompute == Recompute::Full)
-      s.layers.assign(L, block_acts_at(at(acts_, plan.shared), dims_, fmt_));
+    if (full) s.layers.assign(L, block_acts_at(at(acts_, plan.shared), dims_, fmt_));
     for (size_t off : o.layers)
       s.layers.push_back(block_acts_at(
           at(acts_, off), dims_, fmt_,
           plan.keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, plan.shared))));
-    if (spec.first) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
-    if (spec.last) s.dfinal = at(acts_, o.dfinal);
+    if (run_.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
+    if (run_.last_stage()) s.dfinal = at(acts_, o.dfinal);
     slots_.push_back(s);
   }
   bs_ = block_scratch_at(at(scratch_, plan.block_scratch), dims_, fmt_);
   dbuf_[0] = at(scratch_, plan.dgrad[0]);
   dbuf_[1] = at(scratch_, plan.dgrad[1]);
-  if (spec.last)
-    carve_head(head_, at(scratch_, plan.head), dims_.N(), dims_.C, spec.vocab_local, fmt_,
+  if (run_.last_stage())
+    carve_head(head_, at(scratch_, plan.head), dims_.N(), dims_.C, layout_.vocab_local(), fmt_,
                be_.traits());
   losses_host_.resize(N);
 }
@@ -195,7 +195,8 @@ void GPTStage::recompute(Slot& s, int l) {
   if (run_.recompute() == Recompute::Selective && be_.traits().attention_saves_probabilities())
     // The probabilities from q, k (the output, written to scratch, is not needed).
     be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.Cl(), dims_.NH);
-  else if (run_.recompute() == Recompute::Full)  // the layer's whole forward, TP all-reduces included
+  else if (run_.recompute() ==
+           Recompute::Full)  // the layer's whole forward, TP all-reduces included
     block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(l)], a, bs_, dims_, pc_.tp);
 }
 

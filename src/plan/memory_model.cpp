@@ -9,16 +9,9 @@ namespace loom::plan {
 namespace {
 MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh, int slots,
                    int dp_rank) {
-  const ModelConfig& m = pm.model;  // the stage's arenas as RunLayout::stage_spec() says
   MemorySpec s;
   s.params = sh;
-  s.stage.dims = block_dims(m, c.micro_batch, c.tp);
-  s.stage.layers = sh.num_layers;
-  s.stage.slots = slots;
-  s.stage.recompute = c.recompute;
-  s.stage.first = sh.first;
-  s.stage.last = sh.last;
-  s.stage.vocab_local = sh.vocab_local;
+  s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp), slots, c.recompute);
   s.dp = c.dp;
   s.dp_rank = dp_rank;
   s.zero = c.zero;

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "plan/kernel_model.h"
 #include "tests/plan/run_plan_command.h"
+#include "tests/support/configs.h"
 #include "tests/support/fixture.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -26,11 +27,7 @@ using plan::Unit;
 // micro-batch 2 x 3 micro-batches = 96 tokens per step.
 KernelShape small_shape(int tp = 1) {
   KernelShape s;
-  s.model.n_layer = 2;
-  s.model.n_head = 4;
-  s.model.d_model = 64;
-  s.model.vocab_size = 256;
-  s.model.seq_len = 16;
+  s.model = test::gpt_model(2, 4, 64, 256, 16);
   s.micro_batch = 2;
   s.micro_batches = 3;
   s.tp = tp;
