@@ -6,17 +6,14 @@
 namespace loom::cpu {
 
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                  const AdamWParams& p) {
-  // Scalars are python floats (double) in torch and are cast to fp32 when they meet a tensor.
-  const double lr = p.lr, b1 = p.beta1, b2 = p.beta2;
-  const float decay = (float)(1.0 - lr * (double)p.weight_decay);  // param.mul_(1 - lr*wd)
-  const float beta1 = p.beta1, beta2 = p.beta2;
-  const float one_m_b1 = (float)(1.0 - b1), one_m_b2 = (float)(1.0 - b2);
-  const double bc1 = 1.0 - std::pow(b1, (double)p.step);
-  const double bc2 = 1.0 - std::pow(b2, (double)p.step);
-  const float neg_step_size = (float)(-(lr / bc1));  // addcdiv_ value = -lr / bc1
-  const float inv_bc2_sqrt = (float)(1.0 / std::sqrt(bc2));
-  const float eps = p.eps, gs = p.grad_scale;
+                  const AdamWCoefs& c) {
+  if (!c.apply) return;
+  // Scalars are python floats (double) in torch and are cast to fp32 when they meet a tensor
+  // (adamw_coefs).
+  const float decay = c.decay, beta1 = c.beta1, beta2 = c.beta2;
+  const float one_m_b1 = c.one_m_b1, one_m_b2 = c.one_m_b2;
+  const float neg_step_size = c.neg_step_size, inv_bc2_sqrt = c.inv_bc2_sqrt;
+  const float eps = c.eps, gs = c.gs;
   const long long N = (long long)n;
 #pragma omp parallel for simd schedule(static) if (N >= (1 << 15))
   for (long long i = 0; i < N; i++) {

@@ -17,6 +17,14 @@ double sum_squares(const float* x, size_t n) {
   return s;
 }
 
+double sum_values(const float* x, size_t n) {
+  const long long N = (long long)n;
+  double s = 0.0;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (N >= kParallelMin)
+  for (long long i = 0; i < N; i++) s += (double)x[i];
+  return s;
+}
+
 void scale_inplace(float* x, float s, size_t n) {
   const long long N = (long long)n;
 #pragma omp parallel for simd schedule(static) if (N >= kParallelMin)

@@ -10,9 +10,10 @@ constexpr int kBlock = 256;
 constexpr int kFinalBlock = 1024;
 static_assert(kSumSquaresPartials == kFinalBlock, "the final pass gives one thread per partial");
 
-// Pass 1: block b writes partials[b] = sum over its grid-stride share of x^2 (double).
+// Pass 1: block b writes partials[b] = sum over its grid-stride share of x^2 (sq) or x, in
+// double.
 template <int V>
-__global__ void sum_squares_partial_kernel(double* partials, const float* x, size_t npacks) {
+__global__ void sum_partial_kernel(double* partials, const float* x, size_t npacks, bool sq) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   double s = 0.0;
   for (size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x; q < npacks; q += stride) {
@@ -21,7 +22,7 @@ __global__ void sum_squares_partial_kernel(double* partials, const float* x, siz
 #pragma unroll
     for (int k = 0; k < V; k++) {
       const double d = (double)xv[k];
-      s += d * d;
+      s += sq ? d * d : d;
     }
   }
   s = block_sum(s);
@@ -29,7 +30,7 @@ __global__ void sum_squares_partial_kernel(double* partials, const float* x, siz
 }
 
 // Pass 2 (one block of kFinalBlock threads): acc[0] += the sum of the nparts partials.
-__global__ void sum_squares_final_kernel(double* acc, const double* partials, int nparts) {
+__global__ void sum_final_kernel(double* acc, const double* partials, int nparts) {
   double s = (int)threadIdx.x < nparts ? partials[threadIdx.x] : 0.0;
   s = block_sum(s);
   if (threadIdx.x == 0) acc[0] += s;
@@ -40,9 +41,7 @@ struct Scale {
   __device__ float operator()(float x, float) const { return x * s; }
 };
 
-}  // namespace
-
-void sum_squares(double* acc, const float* x, size_t n, double* partials, void* stream) {
+void sum(bool sq, double* acc, const float* x, size_t n, double* partials, void* stream) {
   if (n == 0) return;
   const bool vec = n % 4 == 0 && aligned16(x);
   const size_t npacks = vec ? n / 4 : n;
@@ -52,13 +51,22 @@ void sum_squares(double* acc, const float* x, size_t n, double* partials, void* 
   if (blocks == 0) blocks = 1;
   cudaStream_t s = as_stream(stream);
   if (vec) {
-    LOOM_LAUNCH(sum_squares_partial_kernel<4>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks);
+    LOOM_LAUNCH(sum_partial_kernel<4>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks, sq);
   } else {
-    LOOM_LAUNCH(sum_squares_partial_kernel<1>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks);
+    LOOM_LAUNCH(sum_partial_kernel<1>, (unsigned)blocks, kBlock, 0, s)(partials, x, npacks, sq);
   }
   LOOM_CUDA_CHECK_LAUNCH();
-  LOOM_LAUNCH(sum_squares_final_kernel, 1, kFinalBlock, 0, s)(acc, partials, (int)blocks);
+  LOOM_LAUNCH(sum_final_kernel, 1, kFinalBlock, 0, s)(acc, partials, (int)blocks);
   LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void sum_squares(double* acc, const float* x, size_t n, double* partials, void* stream) {
+  sum(true, acc, x, n, partials, stream);
+}
+void sum_values(double* acc, const float* x, size_t n, double* partials, void* stream) {
+  sum(false, acc, x, n, partials, stream);
 }
 
 void scale_inplace(float* x, float s, size_t n, void* stream) {

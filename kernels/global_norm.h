@@ -1,10 +1,11 @@
-// Sum of squares (for the global gradient norm) and in-place scaling of flat buffers.
+// Sums of squares (the global gradient norm) and of values (losses), in-place scaling.
 #pragma once
 #include <cstddef>
 
 namespace loom::cpu {
 
 double sum_squares(const float* x, size_t n);  // accumulated in double
+double sum_values(const float* x, size_t n);   // accumulated in double
 void scale_inplace(float* x, float s, size_t n);
 
 }  // namespace loom::cpu
@@ -19,6 +20,8 @@ constexpr int kSumSquaresPartials = 1024;
 // whose order depends on n only: the same bits on every run and every device. Call it once per
 // buffer on one stream to accumulate a global norm; partials: kSumSquaresPartials doubles.
 void sum_squares(double* acc, const float* x, size_t n, double* partials, void* stream);
+// acc[0] += sum of x[i], in the same way.
+void sum_values(double* acc, const float* x, size_t n, double* partials, void* stream);
 void scale_inplace(float* x, float s, size_t n, void* stream);
 
 }  // namespace loom::cuda

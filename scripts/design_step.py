@@ -12,15 +12,17 @@ COMM = {  # who takes part, and the pill colour
 
 # (level, title, cited file, [(communication or None, line)]). Level 1: inside the schedule loop.
 STEP = [
-    (0, "Trainer::train_step(step)", "src/train/trainer.cpp", [
-        (None, "opt.zero_grad(), stage.reset_loss(); loss weight of the backward: dloss = "
-               "loss_scale / (global_batch_size x seq_len)"),
+    (0, "Trainer::run_step(step): enqueued, the host does not wait for the device",
+     "src/train/trainer.cpp", [
         (None, "this data-parallel rank's rows of the global batch, in micro-batches of "
-               "parallel.micro_batch_size sequences")]),
+               "parallel.micro_batch_size sequences, and lr: one upload (StepFeed)"),
+        (None, "step_body: opt.zero_grad(), stage.reset_loss(), then the calls below; "
+               "train.cuda_graph captures it once and replays it"),
+        (None, "loss weight of the backward: dloss = loss_scale / (global_batch_size x seq_len)")]),
     (0, "DataLoader::train_batch", "src/data/loader.cpp", [
         (None, "inputs and targets (micro_batch, seq_len), a pure function of the global sample "
                "index: datasets blended by weight, shuffled per epoch"),
-        (None, "called by each forward action of the executor, through a BatchFn")]),
+        (None, "called for every micro-batch of the step before it runs, through a BatchFn")]),
     (0, "PipelineExecutor::run: the stage's action list (make_1f1b, or make_gpipe)",
      "src/pipeline/executor.cpp", [
         (None, "1F1B on stage s of pp, m micro-batches: min(pp-s-1, m) warm-up forwards, then "
@@ -40,7 +42,7 @@ STEP = [
         ("TP", "block_forward: ln_2, mlp.c_fc (column-parallel), GELU, mlp.c_proj "
                "(row-parallel), all-reduce, + bias + residual"),
         ("TP", "last stage: ln_f, logits of the vocabulary shard; all-reduce of the row max and "
-               "exp-sums (never the logits); loss"),
+               "exp-sums (never the logits); loss (summed on device)"),
         ("TP", "last stage: the head's backward at once (classifier_backward), all-reduce of its "
                "input gradient, ln_f backward"),
         ("PP", "stages < last: send the (N, C) output to stage s+1 (non-blocking)")]),
@@ -62,30 +64,36 @@ STEP = [
                   "the last stage"),
         ("DP", "ZeRO 0/1: all-reduce of the flat gradient in buckets of 2^24 elements; ZeRO 2/3: "
                "the tied embedding to its owners"),
-        ("world", "sum of squares of the elements this rank owns (every replica counted once), "
-                  "all-reduce: the global norm")]),
-    (0, "Trainer: skip, clip, learning rate", "src/train/trainer.cpp", [
-        (None, "a non-finite norm skips the update (dynamic loss scaling lowers the scale)"),
-        (None, "gradient scale = min(1, grad_clip / (norm + 1e-6)) / loss_scale (grad_clip > 0); "
-               "lr = lr_at(step)")]),
-    (0, "ZeroOptimizer::step", "src/optim/zero.cpp", [
-        (None, "AdamW (Backend::adamw_update) on the flat range this rank owns: all of it at "
-               "ZeRO 0, its 1/dp shard at ZeRO 1-3"),
+        ("world", "sum of squares of the elements this rank owns (every replica counted once) "
+                  "into the step state's device double, all-reduced there")]),
+    (0, "ZeroOptimizer::step(lr, loss scale, grad_clip)", "src/optim/zero.cpp", [
+        (None, "decide_step on the device: a non-finite norm skips the update; AdamW factors for "
+               "the count of applied updates"),
+        (None, "gradient scale = min(1, grad_clip / (norm + 1e-6)) / loss_scale (grad_clip > 0)"),
+        (None, "AdamW (Backend::adamw_update, factors read on the device) on the flat range this "
+               "rank owns: all at ZeRO 0, its 1/dp shard at ZeRO 1-3"),
         ("DP", "ZeRO 1/2: all-gather of the updated shards (ZeRO 3 keeps its shard and "
                "gathers layer by layer in the next step)"),
         (None, "ZeRO 0-2: refresh the compute weights, the bf16/fp16 copy of the fp32 master "
                "weights (cuda low precision; nothing in fp32)")]),
-    (0, "Trainer: the step's loss", "src/train/trainer.cpp", [
-        ("world", "all-reduce of the last stage's loss sums (tp rank 0): mean over the global "
-                  "batch, before the update")]),
+    (0, "Trainer::step_stats: once per log interval (and before eval or a save)",
+     "src/train/trainer.cpp", [
+        ("world", "all-reduce of the last stage's device loss sums (tp rank 0): mean over the "
+                  "global batch, before the update"),
+        (None, "one read of the step state (norm, skipped steps) and timing marks: the only wait "
+               "for the device"),
+        (None, "(dynamic loss scaling also reads each step's overflow: it sets the next scale)")]),
 ]
 
 # What the picture claims, as (file, the function's first line, calls in the order drawn).
 STEP_ORDER = [
-    ("src/train/trainer.cpp", "StepStats Trainer::train_step(", [
-        "opt_->zero_grad()", "stage_->reset_loss()", "samples_(first", "exec_->run(batch, dloss)",
-        "opt_->reduce_grads_and_norm()", "isfinite", "grad_clip", "lr_at(", "opt_->step(",
-        "loss_sum()", "pc_.world.all_reduce(&loss"]),
+    ("src/train/trainer.cpp", "void Trainer::run_step(", [
+        "samples_(first", "lr_at(", "feed_->load(", "step_body(dloss"]),
+    ("src/train/trainer.cpp", "void Trainer::step_body(", [
+        "opt_->zero_grad()", "stage_->reset_loss()", "exec_->run(feed_->tokens(), dloss)",
+        "opt_->reduce_grads_and_norm()", "opt_->step(feed_->scalars())"]),
+    ("src/train/trainer.cpp", "StepStats Trainer::step_stats(", [
+        "pc_.world.all_reduce(stage_->loss_acc()", "loss_sum()", "opt_->read_state()"]),
     ("src/train/trainer.cpp", "void Trainer::build(", ["data_->train_batch("]),
     ("src/layout/schedule.cpp", "Schedule make_1f1b(", [
         "warmup = std::min(stages - stage - 1, m)", "PipeOp::Forward", "PipeOp::Backward"]),
@@ -107,9 +115,9 @@ STEP_ORDER = [
         "gather(first + l)", "recompute(s, l)", "block_backward(", "hooks_.layer_done(",
         "embedding_backward(", "hooks_.backward_done("]),
     ("src/model/block.cpp", "void block_backward(", ["tp.all_reduce(", "tp.all_reduce("]),
-    ("src/optim/zero.cpp", "double ZeroOptimizer::reduce_grads_and_norm(", [
-        "pc_.embed.all_reduce(", "pc_.dp.all_reduce(", "reduce_to_owners(", "sum_squares_acc(",
+    ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [
+        "pc_.embed.all_reduce(", "pc_.dp.all_reduce(", "reduce_to_owners(", "sum_squares(",
         "pc_.world.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::step(", [
-        "adamw_update(", "pc_.dp.all_gather(", "refresh_compute_weights()"]),
+        "decide_step(", "adamw_update(", "pc_.dp.all_gather(", "refresh_compute_weights()"]),
 ]

@@ -6,6 +6,12 @@
 
 namespace loom {
 
+void Backend::capture_begin() {
+  throw InternalError(str("CUDA graphs on the ", describe(), " backend"));
+}
+void Backend::capture_end() { capture_begin(); }
+void Backend::replay() { capture_begin(); }
+
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype,
                                       int gpu) {
   const DType act = parse_train_dtype(dtype);

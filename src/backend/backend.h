@@ -11,7 +11,7 @@
 //              AdamW moments, per-row statistics (layernorm mean/rstd, softmax max/sums).
 //   int32_t*   tokens/targets in device memory (copied there with from_host).
 // Every pointer is device memory of this backend. Calls are enqueued in order on the backend's
-// one compute stream; host-visible results (to_host, sum_squares_take) synchronize.
+// one compute stream; only host-visible results (to_host) synchronize.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,8 +21,21 @@
 #include "backend/device_traits.h"
 #include "core/dtype.h"
 #include "kernels/adamw.h"
+#include "kernels/step_state.h"
 
 namespace loom {
+
+// A host area the host fills with a step's inputs and copies to backend memory without
+// waiting for the device (page-locked on cuda, so the copy is asynchronous). wait_writable()
+// waits only until the previous upload's copy has run; upload() enqueues the copy of the first
+// `bytes` to dst.
+class HostStaging {
+ public:
+  virtual ~HostStaging() = default;
+  virtual void* data() = 0;
+  virtual void wait_writable() = 0;
+  virtual void upload(void* dst, size_t bytes) = 0;
+};
 
 class Backend {
  public:
@@ -50,6 +63,22 @@ class Backend {
   virtual void from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  virtual std::unique_ptr<HostStaging> make_host_staging(size_t bytes) = 0;
+  // CUDA graphs: between capture_begin() and capture_end() the stream's work is recorded, not
+  // run (a call that would wait for the device or allocate then fails); replay() enqueues the
+  // recorded work again. Only backends with graphs (cuda) support them.
+  virtual bool has_graphs() const { return false; }
+  virtual void capture_begin();
+  virtual void capture_end();
+  virtual void replay();
+
+  // Timing marks on the compute stream: record_mark() notes where the stream has got to (a
+  // CUDA event on cuda, the clock on cpu) and returns its index; mark_ms(a, b) is the time
+  // between marks a and b, waiting for b; clear_marks() forgets them (events are reused).
+  virtual int record_mark() = 0;
+  virtual double mark_ms(int a, int b) = 0;
+  virtual void clear_marks() = 0;
   // host (n) fp32 = act (n) converted from the activation dtype (logits for eval/generate).
   virtual void act_to_host_f32(float* host_dst, const void* act, size_t n) = 0;
 
@@ -109,13 +138,18 @@ class Backend {
                                    int V) = 0;
 
   // ---- optimizer (fp32 flat buffers) -----------------------------------------------------
-  // AdamW on n elements; param_act (nullable) receives the updated weights in the act dtype.
+  // AdamW on n elements with the factors at `coefs` (backend memory: the kernel reads them when
+  // it runs, so the host need not know them); param_act (nullable) receives the updated
+  // weights in the act dtype.
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                            const cpu::AdamWParams& p, void* param_act) = 0;
-  // Accumulates sum(x^2) in double into the backend's accumulator; take() returns and resets it
-  // (one synchronization per step, not one per tensor).
-  virtual void sum_squares_acc(const float* x, size_t n) = 0;
-  virtual double sum_squares_take() = 0;
+                            const cpu::AdamWCoefs* coefs, void* param_act) = 0;
+  // *acc (one double of backend memory) += sum(x^2) or sum(x), accumulated in double.
+  virtual void sum_squares(double* acc, const float* x, size_t n) = 0;
+  virtual void sum_values(double* acc, const float* x, size_t n) = 0;
+  // cpu::decide_step on the state in backend memory (after its norm_sq is the world's), with
+  // the step's inputs read from backend memory.
+  virtual void decide_step(cpu::StepState* state, const cpu::StepInputs* in,
+                           const cpu::StepRule& rule) = 0;
   virtual void add_inplace(float* acc, const float* x, size_t n) = 0;  // acc += x
 };
 

@@ -1,5 +1,7 @@
 // The cpu backend: fp32 host memory and the cpu kernels of kernels/ (the numerical reference).
+#include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/check.h"
@@ -20,6 +22,21 @@ namespace {
 float* F(void* p) { return static_cast<float*>(p); }
 const float* F(const void* p) { return static_cast<const float*>(p); }
 
+// Host memory is backend memory: the upload is a copy.
+class HostArea final : public HostStaging {
+ public:
+  explicit HostArea(size_t bytes) : data_(bytes) {}
+  void* data() override { return data_.data(); }
+  void wait_writable() override {}
+  void upload(void* dst, size_t bytes) override {
+    LOOM_CHECK(bytes <= data_.size(), "upload of ", bytes, " bytes from ", data_.size());
+    if (bytes) std::memcpy(dst, data_.data(), bytes);
+  }
+
+ private:
+  std::vector<unsigned char> data_;
+};
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::CPU; }
@@ -35,6 +52,18 @@ class CpuBackend final : public Backend {
     if (bytes) std::memset(dst, 0, bytes);
   }
   void synchronize() override {}
+  std::unique_ptr<HostStaging> make_host_staging(size_t bytes) override {
+    return std::make_unique<HostArea>(bytes);
+  }
+  int record_mark() override {
+    marks_.push_back(std::chrono::steady_clock::now());
+    return int(marks_.size()) - 1;
+  }
+  double mark_ms(int a, int b) override {
+    return std::chrono::duration<double, std::milli>(marks_.at(size_t(b)) - marks_.at(size_t(a)))
+        .count();
+  }
+  void clear_marks() override { marks_.clear(); }
   void act_to_host_f32(float* dst, const void* act, size_t n) override {
     copy(dst, act, n * sizeof(float));
   }
@@ -107,20 +136,22 @@ class CpuBackend final : public Backend {
   }
 
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                    const cpu::AdamWParams& p, void* param_act) override {
+                    const cpu::AdamWCoefs* coefs, void* param_act) override {
     LOOM_CHECK(param_act == nullptr || param_act == param, "cpu backend computes in fp32");
-    cpu::adamw_update(param, grad, m, v, n, p);
+    cpu::adamw_update(param, grad, m, v, n, *coefs);
   }
-  void sum_squares_acc(const float* x, size_t n) override { sq_ += cpu::sum_squares(x, n); }
-  double sum_squares_take() override {
-    const double s = sq_;
-    sq_ = 0;
-    return s;
+  void sum_squares(double* acc, const float* x, size_t n) override {
+    *acc += cpu::sum_squares(x, n);
+  }
+  void sum_values(double* acc, const float* x, size_t n) override { *acc += cpu::sum_values(x, n); }
+  void decide_step(cpu::StepState* state, const cpu::StepInputs* in,
+                   const cpu::StepRule& rule) override {
+    cpu::decide_step(*state, *in, rule);
   }
   void add_inplace(float* acc, const float* x, size_t n) override { cpu::add_inplace(acc, x, n); }
 
  private:
-  double sq_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> marks_;
 };
 
 }  // namespace

@@ -92,7 +92,56 @@ struct DeviceFree {
   void operator()(void* p) const { cudaFree(p); }
 };
 using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+};
+using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 using DeviceDoubles = std::unique_ptr<double, DeviceFree>;
+struct GraphDeleter {
+  void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); }
+};
+using Graph = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
+};
+using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// Page-locked host memory for a step's inputs; the event marks the end of the last upload's copy.
+class PinnedStaging final : public HostStaging {
+ public:
+  PinnedStaging(size_t bytes, cudaStream_t s) : bytes_(bytes), stream_(s) {
+    LOOM_CUDA_CHECK(cudaMallocHost(&data_, bytes ? bytes : 1));
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  }
+  ~PinnedStaging() override {
+    if (copied_) {
+      cudaEventSynchronize(copied_);  // no copy may still read the memory freed below
+      cudaEventDestroy(copied_);
+    }
+    cudaFreeHost(data_);
+  }
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  void* data() override { return data_; }
+  void wait_writable() override {
+    if (pending_) LOOM_CUDA_CHECK(cudaEventSynchronize(copied_));
+    pending_ = false;
+  }
+  void upload(void* dst, size_t bytes) override {
+    LOOM_CHECK(bytes <= bytes_, "upload of ", bytes, " bytes from ", bytes_);
+    if (!bytes) return;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, data_, bytes, cudaMemcpyHostToDevice, stream_));
+    LOOM_CUDA_CHECK(cudaEventRecord(copied_, stream_));
+    pending_ = true;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_;
+  cudaStream_t stream_;
+  cudaEvent_t copied_ = nullptr;
+  bool pending_ = false;
+};
 
 DeviceDoubles alloc_doubles(size_t n) {
   void* p = nullptr;
@@ -124,10 +173,8 @@ class CudaBackendT final : public Backend {
       : gpu_(select_device(gpu)),
         stream_(make_stream()),
         gemm_(std::make_unique<cuda::GemmHandle>()),
-        acc_(alloc_doubles(1)),
         partials_(alloc_doubles(cuda::kSumSquaresPartials)) {
     gemm_->allow_tf32 = false;  // fp32 GEMMs match the cpu twin (bf16 GEMMs never use TF32)
-    LOOM_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, sizeof(double), s()));
     description_ = "cuda " + cuda::device_description(gpu_) + ", " + Act<T>::kCompute;
   }
   ~CudaBackendT() override {
@@ -163,6 +210,48 @@ class CudaBackendT final : public Backend {
     if (bytes) LOOM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s()));
   }
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(s())); }
+  std::unique_ptr<HostStaging> make_host_staging(size_t bytes) override {
+    return std::make_unique<PinnedStaging>(bytes, s());
+  }
+  bool has_graphs() const override { return true; }
+  void capture_begin() override {
+    LOOM_CHECK(!capturing_, "a CUDA graph capture is already running");
+    graph_.reset();
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(s(), cudaStreamCaptureModeGlobal));
+    capturing_ = true;
+  }
+  void capture_end() override {
+    LOOM_CHECK(capturing_, "capture_end without capture_begin");
+    capturing_ = false;
+    cudaGraph_t g = nullptr;
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(s(), &g));
+    Graph graph(g);
+    cudaGraphExec_t e = nullptr;
+    LOOM_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    graph_.reset(e);
+  }
+  void replay() override {
+    LOOM_CHECK(graph_ != nullptr, "replay() without a captured graph");
+    LOOM_CUDA_CHECK(cudaGraphLaunch(graph_.get(), s()));
+  }
+  int record_mark() override {
+    if (marks_used_ == events_.size()) {  // the pool grows in the first steps, then is reused
+      cudaEvent_t e = nullptr;
+      LOOM_CUDA_CHECK(cudaEventCreate(&e));
+      events_.emplace_back(e);
+    }
+    LOOM_CUDA_CHECK(cudaEventRecord(events_[marks_used_].get(), s()));
+    return int(marks_used_++);
+  }
+  double mark_ms(int a, int b) override {
+    LOOM_CHECK(a >= 0 && b >= 0 && size_t(a) < marks_used_ && size_t(b) < marks_used_,
+               "timing marks ", a, " and ", b, " of ", marks_used_, " recorded");
+    LOOM_CUDA_CHECK(cudaEventSynchronize(events_[size_t(b)].get()));
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[size_t(a)].get(), events_[size_t(b)].get()));
+    return double(ms);
+  }
+  void clear_marks() override { marks_used_ = 0; }
   void act_to_host_f32(float* host_dst, const void* act, size_t n) override {
     Act<T>::to_host_f32(host_dst, A(act), n, s());
   }
@@ -253,24 +342,24 @@ class CudaBackendT final : public Backend {
 
   // ---- optimizer ----------------------------------------------------------------------------
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                    const cpu::AdamWParams& p, void* param_act) override {
+                    const cpu::AdamWCoefs* coefs, void* param_act) override {
     if constexpr (std::is_same_v<T, float>) {
       LOOM_CHECK(param_act == nullptr || param_act == param,
                  "fp32 compute: the compute weights are the parameters");
-      cuda::adamw_update(param, grad, m, v, n, p, static_cast<bf16*>(nullptr), s());
+      cuda::adamw_update(param, grad, m, v, n, coefs, nullptr, s());
     } else {
-      cuda::adamw_update(param, grad, m, v, n, p, A(param_act), s());
+      cuda::adamw_update(param, grad, m, v, n, coefs, A(param_act), s());
     }
   }
-  void sum_squares_acc(const float* x, size_t n) override {
-    cuda::sum_squares(acc_.get(), x, n, partials_.get(), s());
+  void sum_squares(double* acc, const float* x, size_t n) override {
+    cuda::sum_squares(acc, x, n, partials_.get(), s());
   }
-  double sum_squares_take() override {
-    double h = 0.0;
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(&h, acc_.get(), sizeof(double), cudaMemcpyDeviceToHost, s()));
-    LOOM_CUDA_CHECK(cudaMemsetAsync(acc_.get(), 0, sizeof(double), s()));
-    synchronize();
-    return h;
+  void sum_values(double* acc, const float* x, size_t n) override {
+    cuda::sum_values(acc, x, n, partials_.get(), s());
+  }
+  void decide_step(cpu::StepState* state, const cpu::StepInputs* in,
+                   const cpu::StepRule& rule) override {
+    cuda::decide_step(state, in, rule, s());
   }
   void add_inplace(float* acc, const float* x, size_t n) override {
     cuda::add_inplace(acc, x, n, s());
@@ -294,8 +383,11 @@ class CudaBackendT final : public Backend {
   int gpu_;
   Stream stream_;
   std::unique_ptr<cuda::GemmHandle> gemm_;  // cuBLASLt, its 32 MiB workspace (and scratch)
-  DeviceDoubles acc_;                       // (1) sum_squares accumulator
-  DeviceDoubles partials_;                  // (kSumSquaresPartials) sum_squares scratch
+  DeviceDoubles partials_;                  // (kSumSquaresPartials) scratch of the sums
+  std::vector<Event> events_;               // timing marks: [0, marks_used_) recorded
+  size_t marks_used_ = 0;
+  GraphExec graph_;  // the captured step (train.cuda_graph)
+  bool capturing_ = false;
   std::string description_;
 };
 

@@ -61,6 +61,9 @@ struct TrainConfig {
   std::string loss_scale = "auto";
   double initial_loss_scale = 65536.0;
   int loss_scale_window = 2000;
+  // Capture the step in a CUDA graph after the first step and replay it (one GPU: device cuda,
+  // one rank, a fixed loss scale; the log's time breakdown then has no forward/backward split).
+  bool cuda_graph = false;
 };
 
 struct OptimizerConfig {

@@ -43,6 +43,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(train, eval_interval, Int),
       LOOM_FIELD(train, eval_iters, Int),
       LOOM_FIELD(train, recompute, String),
+      LOOM_FIELD(train, cuda_graph, Bool),
       LOOM_FIELD(train, dtype, String),
       LOOM_FIELD(train, loss_scale, String),
       LOOM_FIELD(train, initial_loss_scale, Double),

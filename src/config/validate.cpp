@@ -206,6 +206,19 @@ void check_train(const Config& cfg, long long dp, Checker& c) {
                 "' is not auto, dynamic, none or a positive number; e.g. auto"));
   }
   c.positive("train.initial_loss_scale", t.initial_loss_scale, "e.g. 65536");
+  if (t.cuda_graph) {  // a captured step replays the same work with no host decision inside
+    if (cfg.device != "cuda")
+      c.add(str("train.cuda_graph: true needs device: cuda (device is ", cfg.device,
+                "); set train.cuda_graph: false"));
+    if (dp >= 1 && dp * cfg.parallel.tp * cfg.parallel.pp != 1)
+      c.add(str("train.cuda_graph: true captures a single-GPU step, but the grid has ",
+                dp * cfg.parallel.tp * cfg.parallel.pp,
+                " ranks; run one rank or set train.cuda_graph: false"));
+    if (t.loss_scale == "dynamic" || (t.loss_scale == "auto" && t.dtype == "fp16"))
+      c.add(
+          "train.cuda_graph: true with dynamic loss scaling (the host reads every step's "
+          "overflow); use bf16, or a fixed train.loss_scale such as 1024");
+  }
   c.at_least("train.loss_scale_window", t.loss_scale_window, 1, "clean steps before the scale doubles, e.g. 2000");
 }
 

@@ -17,6 +17,8 @@ const char* dtype_name(DType t) {
       return "int32";
     case DType::U16:
       return "uint16";
+    case DType::F64:
+      return "fp64";
   }
   return "?";
 }

@@ -6,7 +6,7 @@
 
 namespace loom {
 
-enum class DType : uint8_t { F32, BF16, F16, I32, U16 };
+enum class DType : uint8_t { F32, BF16, F16, I32, U16, F64 };
 enum class Device : uint8_t { CPU, CUDA };
 
 inline size_t dtype_size(DType t) {
@@ -21,6 +21,8 @@ inline size_t dtype_size(DType t) {
       return 2;
     case DType::U16:
       return 2;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }

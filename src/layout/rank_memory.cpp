@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "layout/step_inputs.h"
+
 namespace loom {
 
 StageParams stage_params(const ParamLayout& layout) {
@@ -58,6 +60,10 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
   }
   r.sent_grads = s.stage.first ? 0 : s.stage.slots;
   r.recv_grads = s.stage.last ? 0 : (s.overlap ? 2 : 1);
+  if (dev.device == Device::CUDA) {
+    r.send_directions = (s.stage.first ? 0 : 1) + (s.stage.last ? 0 : 1);
+    r.staged_sends = r.send_directions > 0 ? s.stage.slots + 1 : 0;
+  }
   r.arenas = plan_stage_arenas(s.stage, dev);
 
   const uint64_t f32 = sizeof(float), act = dev.act_size();
@@ -74,7 +80,8 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
   if (s.stage.last) r.logits = uint64_t(d.N()) * uint64_t(s.stage.vocab_local) * act;
   r.scratch = r.arenas.scratch_bytes - r.logits;
   const uint64_t NC = uint64_t(d.N()) * uint64_t(d.C) * act;
-  r.pipeline = uint64_t(r.sent_grads + r.recv_grads) * NC;
+  r.pipeline = uint64_t(r.sent_grads + r.recv_grads + r.send_directions * r.staged_sends) * NC;
+  r.step_inputs = StepInputsLayout(s.microbatches, d.N()).bytes;
   return r;
 }
 
@@ -95,7 +102,8 @@ std::vector<std::pair<std::string, uint64_t>> RankMemory::parts(const std::strin
           {"activations", activations},
           {"backward scratch", scratch},
           {"logits", logits},
-          {"pipeline buffers", pipeline}};
+          {"pipeline buffers", pipeline},
+          {"step inputs", step_inputs}};
 }
 
 }  // namespace loom

@@ -42,6 +42,7 @@ struct MemorySpec {
   int dp = 1, dp_rank = 0;  // data-parallel size and this rank's index (its ZeRO shard)
   int zero = 0;             // optimizer.zero_stage
   bool overlap = false;     // parallel.overlap: second staging, working and receive buffers
+  int microbatches = 1;     // per step: the step's inputs (tokens, targets) are uploaded at once
 };
 
 // Buffer sizes (elements, then bytes) of one rank. fp32 master parameters, gradients and AdamW
@@ -57,6 +58,10 @@ struct RankMemory {
   uint64_t other_buffer_elems = 0;  // embeddings, final norm, head
   int sent_grads = 0;               // pipeline: (N, C) input gradients sent back (stages > 0)
   int recv_grads = 0;               // pipeline: (N, C) output gradients received (stages < last)
+  // Device pipeline sends (cuda, pp > 1) are staged: (N, C) buffers per direction this stage
+  // sends in (slots + 1 each: as many sends as the schedule keeps in flight, and one).
+  int staged_sends = 0;
+  int send_directions = 0;
   StageArenas arenas;               // activations and scratch (layout/stage_memory.h)
 
   // Bytes by part (each in the dtype the buffer has).
@@ -69,7 +74,8 @@ struct RankMemory {
   uint64_t activations = 0;   // the activation arena
   uint64_t scratch = 0;       // the scratch arena without the logits
   uint64_t logits = 0;        // last stage: (N, Vl) in the act dtype, part of the scratch arena
-  uint64_t pipeline = 0;      // the executor's gradient buffers
+  uint64_t pipeline = 0;      // the executor's gradient buffers and the send staging
+  uint64_t step_inputs = 0;   // the step's scalars, tokens and targets (layout/step_inputs.h)
 
   uint64_t total() const;
   // (label, bytes) of every part above, in order, for messages and tests.

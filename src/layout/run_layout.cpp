@@ -66,6 +66,7 @@ MemorySpec RunLayout::memory_spec() const {
   m.dp_rank = coord_.dp;
   m.zero = zero_;
   m.overlap = overlap_;
+  m.microbatches = microbatches_;
   return m;
 }
 

@@ -20,7 +20,7 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
   const ParamLayout& layout = layout_;
   dims_ = run_.dims();
   fmt_ = act_format(be_.traits(), dims_);
-  const size_t N = size_t(dims_.N()), L = size_t(layout.layers().num_layers);
+  const size_t L = size_t(layout.layers().num_layers);
 
   const size_t cap = mem.param_elems;
   if (!phooks_.where) {  // default placement: one flat buffer, padded for ZeRO's shards
@@ -83,7 +83,8 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
   if (run_.last_stage())
     carve_head(head_, at(scratch_, plan.head), dims_.N(), dims_.C, layout_.vocab_local(), fmt_,
                be_.traits());
-  losses_host_.resize(N);
+  loss_acc_ = Buffer(sizeof(double), be_.device());
+  reset_loss();
 }
 
 const void* GPTStage::cw(const ParamSpec& p) const {
@@ -124,7 +125,7 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
   if (ends) gather(-1);  // embeddings, final norm, classifier
   if (layout_.first_stage()) {
     prefetch(first);  // during the embedding
-    be_.from_host(s.tokens, tokens, size_t(N) * sizeof(int32_t));
+    be_.copy(s.tokens, tokens, size_t(N) * sizeof(int32_t));  // kept for the backward
     // Position embeddings are added by one TP rank so the all-reduce counts them once.
     const void* wpe = layout_.tp_rank() == 0 ? cw("wpe.weight") : nullptr;
     be_.embedding_forward(s.xs[0], s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
@@ -140,8 +141,8 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
     poll();
   }
   if (layout_.last_stage()) {
-    if (targets && head_.targets) {  // device backends read a device copy
-      be_.from_host(head_.targets, targets, size_t(N) * sizeof(int32_t));
+    if (targets && head_.targets) {  // device backends read their own copy
+      be_.copy(head_.targets, targets, size_t(N) * sizeof(int32_t));
       targets = head_.targets;
     }
     head(s, targets, dloss);
@@ -171,10 +172,7 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
     pc_.tp.all_reduce(head_.sums, size_t(N) * 2, ReduceOp::Sum);
   }
   be_.ce_loss(head_.losses, head_.maxv, head_.sums, N);
-  be_.to_host(losses_host_.data(), head_.losses, size_t(N) * sizeof(float));
-  double total = 0;
-  for (int n = 0; n < N; ++n) total += losses_host_[size_t(n)];
-  loss_sum_ += total;
+  be_.sum_values(loss_acc(), head_.losses, size_t(N));
   if (dloss == 0.0f) return;
   // Backward through the classifier right away: only dlnf is kept, never the logits.
   be_.classifier_backward(head_.dlnf, hooks_.where(head), head_.logits, head_.maxv, head_.sums,
@@ -183,6 +181,12 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   be_.zero(s.dfinal, size_t(N) * C * fmt_.act);
   be_.layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), head_.dlnf, x, cw(lnw),
                          head_.lnf_mean, head_.lnf_rstd, N, C);
+}
+
+double GPTStage::loss_sum() const {
+  double s = 0;
+  be_.to_host(&s, loss_acc_.data(), sizeof(s));
+  return s;
 }
 
 void GPTStage::logits_to_host(float* out) const {

@@ -76,12 +76,13 @@ class GPTStage {
   // (N, C) output of the stage for `slot` after forward (stages < last).
   void* output(int slot) { return slots_[size_t(slot)].xs.back(); }
 
-  // Forward of one micro-batch. tokens and targets are host arrays (copied to the device).
+  // Forward of one micro-batch. tokens and targets (N) are in backend memory.
   // First stage: tokens (N) are embedded; others read input(slot).
-  // Last stage: computes the logits; with targets (N) also the loss, whose sum is added to
-  // loss_sum(); with dloss > 0 it already back-propagates through the head with that per-token
-  // loss weight (training), so only the head's input gradient is kept, never the logits.
-  // With dloss == 0 (eval) or no targets (generation) the logits stay readable in logits().
+  // Last stage: computes the logits; with targets (N) also the loss, whose sum is added to the
+  // device accumulator loss_acc() (no host sync); with dloss > 0 it already back-propagates through
+  // the head with that per-token loss weight (training), so only the head's input gradient is kept,
+  // never the logits. With dloss == 0 (eval) or no targets (generation) the logits stay readable in
+  // logits().
   void forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss);
   // host (N, Vl) fp32 = this rank's vocab shard of the last forward's logits (last stage,
   // dloss == 0).
@@ -99,8 +100,11 @@ class GPTStage {
   // inside MPI calls). Empty: nothing.
   void set_progress(std::function<void()> poll) { progress_ = std::move(poll); }
 
-  double loss_sum() const { return loss_sum_; }
-  void reset_loss() { loss_sum_ = 0; }
+  // The summed per-token loss since reset_loss(): one double of backend memory (it stays on the
+  // device; loss_sum() reads it back and waits for the device).
+  double* loss_acc() { return static_cast<double*>(loss_acc_.data()); }
+  double loss_sum() const;
+  void reset_loss() { be_.zero(loss_acc_.data(), loss_acc_.bytes()); }
   void zero_grads() { be_.zero(grads_buf_.data(), grads_buf_.bytes()); }  // default placement
 
  private:
@@ -151,8 +155,7 @@ class GPTStage {
   BlockScratch bs_;
   HeadScratch head_;                    // last stage
   void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype
-  std::vector<float> losses_host_;      // (N)
-  double loss_sum_ = 0;
+  Buffer loss_acc_;                     // (1) double: summed per-token loss
 };
 
 }  // namespace loom

@@ -34,6 +34,10 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
   v_ = Buffer(state * sizeof(float), dev);
   m_.zero();
   v_.zero();
+  state_ = Buffer(sizeof(cpu::StepState), dev);
+  state_.zero();
+  rule_ =
+      cpu::StepRule{float(cfg.beta1), float(cfg.beta2), float(cfg.eps), float(cfg.weight_decay)};
 
   // Each local layer's flat range; the rest (embeddings, final norm, head) apart.
   std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
@@ -298,7 +302,7 @@ const float* ZeroOptimizer::shard_grads() const {
   return static_cast<const float*>(grad_shard_.data());
 }
 
-double ZeroOptimizer::reduce_grads_and_norm() {
+void ZeroOptimizer::reduce_grads_and_norm() {
   const bool started = overlap_ && last_backward_done_;  // stages 0/1: during backward
   if (stage_ < 2) {
     float* grads = model_->grads();
@@ -328,36 +332,44 @@ double ZeroOptimizer::reduce_grads_and_norm() {
   }
   // Each element once: TP replicas and the tied copy by their owner (norm_owner), DP replicas
   // by the shard owner (stage 0: dp rank 0 holds the one "shard").
+  double* sq = &state()->norm_sq;
+  be_.zero(sq, sizeof(double));
   if (stage_ > 0 || pc_.dp.rank() == 0) {
     const float* g = shard_grads();
     for (const ParamSpec& p : layout_.params()) {
       if (!p.norm_owner) continue;
       size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
-      if (lo < hi) be_.sum_squares_acc(g + (lo - shard_.lo), hi - lo);
+      if (lo < hi) be_.sum_squares(sq, g + (lo - shard_.lo), hi - lo);
     }
   }
-  double sq = be_.sum_squares_take();
-  pc_.world.all_reduce(&sq, 1, ReduceOp::Sum);
-  return std::sqrt(sq);
+  pc_.world.all_reduce(sq, 1, DType::F64, ReduceOp::Sum);
 }
 
-void ZeroOptimizer::step(double lr, float grad_scale, int step) {
+cpu::StepState ZeroOptimizer::read_state() const {
+  cpu::StepState s;
+  be_.to_host(&s, state_.data(), sizeof(s));
+  return s;
+}
+
+void ZeroOptimizer::set_update_counts(int applied, int skipped) {
+  cpu::StepState s = read_state();
+  s.t = applied;
+  s.skipped = skipped;
+  be_.from_host(state_.data(), &s, sizeof(s));
+}
+
+void ZeroOptimizer::step(const cpu::StepInputs* in) {
+  be_.decide_step(state(), in, rule_);
   float* params = stage_ == 3 ? nullptr : model_->params();
   float* pshard = static_cast<float*>(param_shard_.data());
   const float* g = shard_grads();
   for (const ParamSpec& p : layout_.params()) {
     size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
     if (lo >= hi) continue;
-    cpu::AdamWParams a{float(lr),
-                       float(cfg_.beta1),
-                       float(cfg_.beta2),
-                       float(cfg_.eps),
-                       p.decay ? float(cfg_.weight_decay) : 0.0f,
-                       step,
-                       grad_scale};
     size_t k = lo - shard_.lo;
     float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
-    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, a, nullptr);
+    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, &state()->coefs[p.decay ? 1 : 0],
+                     nullptr);
   }
   if (stage_ == 1 || stage_ == 2) {
     float* mine = params + size_t(pc_.dp.rank()) * shard_size_;

@@ -58,21 +58,29 @@ class ZeroOptimizer {
   void attach(GPTStage& stage);  // before training
   void zero_grad();
   // After the last micro-batch's backward: finishes the gradient reductions (tied embedding
-  // between first and last stage, then DP) and returns the global gradient L2 norm, each
-  // element counted once. With overlap it waits for the reductions started during backward.
-  double reduce_grads_and_norm();
+  // between first and last stage, then DP) and leaves the world's sum of squared gradients
+  // (each element counted once) in the step state's norm_sq, in backend memory: nothing is
+  // read back. With overlap it waits for the reductions started during backward.
+  void reduce_grads_and_norm();
   // Tests the requests in flight (overlap), letting MPI progress them; called between layers.
   void progress();
-  // AdamW (torch arithmetic, decay only on >= 2-D tensors) on this rank's shard with gradients
-  // scaled by grad_scale, then (stages 1, 2) all-gather of the parameters and the refresh of
-  // the model's compute weights.
-  void step(double lr, float grad_scale, int step);
+  // The step's decision in backend memory (cpu::decide_step: global norm, overflow, clipping,
+  // AdamW factors), then AdamW (torch arithmetic, decay only on >= 2-D tensors) on this rank's
+  // shard, then (stages 1, 2) all-gather of the parameters and the refresh of the model's
+  // compute weights. Gradients that overflowed leave every buffer as it was, on the device.
+  // in: the step's scalars in backend memory (train/step_feed.h uploads them).
+  void step(const cpu::StepInputs* in);
+  // The step state as the host sees it (waits for the device): read once per log interval.
+  cpu::StepState read_state() const;
+  // Resume: updates applied and steps skipped before this process.
+  void set_update_counts(int applied, int skipped);
   MemoryReport memory() const;
   ShardRange shard() const { return shard_; }  // the range whose moments this rank holds
   float* m() { return static_cast<float*>(m_.data()); }
   float* v() { return static_cast<float*>(v_.data()); }
 
  private:
+  cpu::StepState* state() { return static_cast<cpu::StepState*>(state_.data()); }
   const float* shard_grads() const;  // gradient of element shard_.lo onwards
   // The part of flat range [begin, end) inside DP rank d's shard (lo == hi when none).
   ShardRange owned_by(size_t begin, size_t end, int d) const;
@@ -102,6 +110,8 @@ class ZeroOptimizer {
   ShardRange shard_;
   GPTStage* model_ = nullptr;
   Buffer m_, v_;
+  Buffer state_;  // (1) cpu::StepState, backend memory
+  cpu::StepRule rule_;
   // Stage 2 only.
   Buffer grad_shard_;      // (shard size) reduced gradients of the shard
   Buffer layer_stage_[2];  // one layer's gradients, reused by every layer ([1]: overlap)

@@ -91,7 +91,9 @@ void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
     return;
   }
   if (size_ == 1) return;
-  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host all_reduce of ", dtype_name(t));
+  LOOM_CHECK(t == DType::F32 || t == DType::F64, "comm '", name_, "': host all_reduce of ",
+             dtype_name(t));
+  if (t == DType::F64) return all_reduce_impl(static_cast<double*>(x), n, op, MPI_DOUBLE);
   all_reduce(static_cast<float*>(x), n, op);
 }
 
@@ -228,6 +230,10 @@ void Comm::wait_sends() {
   if (!dev_) return;
   Blocked blocked(*this, "wait");
   dev_->complete();
+}
+
+void Comm::reserve_sends(size_t bytes, int count) {
+  if (dev_ && size_ > 1) dev_->reserve_sends(bytes, count);
 }
 
 void Comm::wait(MPI_Request* req) {

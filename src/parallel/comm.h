@@ -32,12 +32,15 @@ class DeviceComm {
   virtual void broadcast(void* x, size_t bytes, int root) = 0;
   // Point-to-point as Comm's: send never blocks the host nor holds up later work on the compute
   // stream, and the caller may overwrite its buffer as soon as send returns (the data is
-  // staged); recv makes later work on the stream wait for the data. complete() returns once
-  // every send issued so far has been delivered: only to drain at the end of a pipeline run
-  // (waiting on it mid-schedule can wait on a peer that waits on this rank).
+  // staged); recv makes later work on the stream wait for the data. complete() makes later
+  // work on the compute stream wait until every send issued so far has been delivered (the
+  // host does not wait): only at the end of a pipeline run. reserve_sends() allocates the
+  // staging buffers of `count` sends of up to `bytes` each per direction, before any step, so
+  // that no send allocates (a cudaMalloc/cudaFree mid-step can synchronize the device).
   virtual void send(const void* x, size_t n, DType t, int peer) = 0;
   virtual void recv(void* x, size_t n, DType t, int peer) = 0;
   virtual void complete() = 0;
+  virtual void reserve_sends(size_t bytes, int count) = 0;
 };
 
 // A non-blocking operation started by one of Comm's start_* calls, completed by Comm::wait (or
@@ -82,7 +85,8 @@ class Comm {
   MPI_Comm mpi() const { return comm_; }
 
   // Buffers of the model: float and act-dtype data live where the Comm's buffers do (host
-  // without a DeviceComm, device memory with one); host buffers must be fp32.
+  // without a DeviceComm, device memory with one); host buffers must be fp32 (or fp64: the
+  // step's scalars, which live in backend memory too).
   void all_reduce(float* x, size_t n, ReduceOp op);
   void all_reduce(void* x, size_t n, DType t, ReduceOp op);
   // In place at `root`: x (n) becomes the sum over ranks; other ranks' x is left as it was.
@@ -111,6 +115,8 @@ class Comm {
   MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);
   void recv(void* x, size_t n, DType t, int peer, int tag);
   void wait_sends();
+  // Device p2p (cuda): staging for `count` sends of up to `bytes` per direction, allocated now.
+  void reserve_sends(size_t bytes, int count);
 
   // Non-blocking twins of the collectives and of recv (parallel.overlap): same arguments and
   // results, bytes counted at start. Every rank of the communicator must start its collectives

@@ -61,6 +61,8 @@ ncclDataType_t reduce_type(DType t, const std::string& what) {
       return ncclFloat16;
     case DType::I32:
       return ncclInt32;
+    case DType::F64:
+      return ncclFloat64;
     case DType::U16:
       break;
   }

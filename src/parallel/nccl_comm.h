@@ -42,6 +42,7 @@ class NcclComm : public DeviceComm {
   void send(const void* x, size_t n, DType t, int peer) override;
   void recv(void* x, size_t n, DType t, int peer) override;
   void complete() override;
+  void reserve_sends(size_t bytes, int count) override;
 
   int rank() const;
   int size() const;

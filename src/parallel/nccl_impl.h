@@ -47,7 +47,6 @@ struct NcclComm::Impl {
   cudaEvent_t drained[2] = {nullptr, nullptr};  // complete(): sends so far done (send stream)
   std::vector<Staging> staging[2];
   uint64_t sends = 0;
-  bool pools = true;  // stream-ordered allocation supported
 
   void check(ncclResult_t rc, const char* call, ncclComm_t c) const {
     nccl_detail::nccl_check(rc, call, what, c);
@@ -59,8 +58,6 @@ struct NcclComm::Impl {
   void setup_p2p(MPI_Comm mpi);  // nccl_p2p.cpp
   void connect_p2p();
   size_t staging_slot(nccl_detail::Dir d, size_t bytes);
-  void* alloc(size_t bytes);
-  void release(void* p);
   ~Impl();
 };
 

@@ -27,12 +27,15 @@
 //    either send-only (on its send stream for that direction) or receive-only (on the compute
 //    stream), and on each the traffic between a pair of ranks is one FIFO in schedule order.
 //    Only the communicators some pair uses are made (two for pp = 2, four for pp >= 3).
-// 4. complete() waits (on the host) for every send issued so far; the executor does not need it
-//    for buffer reuse (the staging copy took care of that), only to drain before the end.
-//    Staging buffers return to a per-direction pool when their send's event has completed; the
-//    pool grows to the number of sends in flight (bounded by the schedule, at most pp per
-//    direction under 1F1B), allocated stream-ordered (cudaMallocAsync: no device-wide sync,
-//    which could otherwise wait for a blocked NCCL kernel).
+// 4. complete() makes the compute stream wait for every send issued so far (the host does not
+//    wait); the executor calls it at the end of a pipeline run, so that a step's sends are
+//    delivered before the next step's work. Staging buffers return to a per-direction pool when
+//    their send's event has completed, or at complete() (a later staging copy runs on the
+//    compute stream, after that wait). The pool is allocated before the first step
+//    (reserve_sends: as many sends as the schedule keeps in flight); a send never allocates,
+//    since cudaMalloc/cudaFree can synchronize the device and so wait for an NCCL kernel that
+//    waits for a peer that waits for this rank. More sends in flight than reserved wait (on the
+//    host) for the oldest.
 // 5. At construction every p2p connection is made with a one-byte exchange, so that the first
 //    ncclSend of a step never blocks the host while NCCL connects to the peer.
 // Cost: one device-to-device copy per pipeline send (activations of one micro-batch; at 3 TB/s
@@ -56,11 +59,6 @@ bool p2p_used(Dir d, int p, int n) { return d == Dir::Up ? p + 1 < n : (p == 1 ?
 // The p2p communicators (same order on every rank: ncclCommInitRank is collective over the
 // axis), the send streams and their events, then the connections.
 void NcclComm::Impl::setup_p2p(MPI_Comm mpi) {
-  int device = 0, supported = 0;
-  cuda(cudaGetDevice(&device), "cudaGetDevice");
-  cuda(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
-       "cudaDeviceGetAttribute");
-  pools = supported != 0;
   for (Dir d : {Dir::Up, Dir::Down})
     for (int p : {0, 1})
       if (p2p_used(d, p, size))
@@ -79,23 +77,6 @@ void NcclComm::Impl::setup_p2p(MPI_Comm mpi) {
     cuda(cudaEventCreateWithFlags(&drained[int(d)], cudaEventDisableTiming), "cudaEventCreate");
   }
   connect_p2p();
-}
-
-void* NcclComm::Impl::alloc(size_t bytes) {
-  void* p = nullptr;
-  if (pools)
-    cuda(cudaMallocAsync(&p, bytes, stream), "cudaMallocAsync (p2p staging)");
-  else
-    cuda(cudaMalloc(&p, bytes), "cudaMalloc (p2p staging)");
-  return p;
-}
-
-void NcclComm::Impl::release(void* p) {
-  if (p == nullptr) return;
-  if (pools)
-    cuda(cudaFreeAsync(p, stream), "cudaFreeAsync (p2p staging)");
-  else
-    cuda(cudaFree(p), "cudaFree (p2p staging)");
 }
 
 // One exchange of one byte on each p2p communicator, in the same order on every rank; each rank
@@ -142,26 +123,44 @@ size_t NcclComm::Impl::staging_slot(Dir d, size_t bytes) {
       pick = i;
       if (pool[i].bytes >= bytes) break;
     }
-  if (pick == pool.size() && pool.size() >= kMaxStaging) {
-    // Every buffer is in flight (far beyond what a pipeline schedule keeps): wait for the oldest.
+  LOOM_CHECK(!pool.empty() && pool[0].bytes >= bytes, "NCCL send of ", bytes, " bytes on ", what,
+             " without a staging buffer reserved for it (reserve_sends: ",
+             pool.empty() ? size_t(0) : pool[0].bytes, " bytes)");
+  if (pick == pool.size()) {
+    // Every buffer is in flight (more than the schedule was reserved for): wait for the oldest.
     pick = 0;
     for (size_t i = 1; i < pool.size(); ++i)
       if (pool[i].seq < pool[pick].seq) pick = i;
     wait(pool[pick].sent, {p2p_comm[int(d)][rank % 2]}, "ncclSend (staging buffer reuse)");
     pool[pick].busy = false;
   }
-  if (pick == pool.size()) {
-    Staging s;
-    cuda(cudaEventCreateWithFlags(&s.sent, cudaEventDisableTiming), "cudaEventCreate");
-    pool.push_back(s);
-  }
-  Staging& s = pool[pick];
-  if (s.bytes < bytes) {
-    release(s.ptr);
-    s.ptr = alloc(bytes);
-    s.bytes = bytes;
-  }
   return pick;
+}
+
+void NcclComm::reserve_sends(size_t bytes, int count) {
+  Impl& m = *impl_;
+  if (!m.p2p) return;
+  LOOM_CHECK(count > 0 && count <= int(kMaxStaging), "reserve_sends: ", count,
+             " staging buffers per direction (1..", kMaxStaging, ")");
+  for (Dir d : {Dir::Up, Dir::Down}) {
+    if (m.send_stream[int(d)] == nullptr) continue;
+    std::vector<Impl::Staging>& pool = m.staging[int(d)];
+    for (Impl::Staging& s : pool)  // a larger reservation replaces a smaller one (set-up only)
+      if (s.bytes < bytes) {
+        LOOM_CHECK(!s.busy, "reserve_sends on ", m.what, " while a send is in flight");
+        m.cuda(cudaFree(s.ptr), "cudaFree (p2p staging)");
+        s.ptr = nullptr;
+        m.cuda(cudaMalloc(&s.ptr, bytes), "cudaMalloc (p2p staging)");
+        s.bytes = bytes;
+      }
+    while (pool.size() < size_t(count)) {
+      Impl::Staging s;
+      m.cuda(cudaEventCreateWithFlags(&s.sent, cudaEventDisableTiming), "cudaEventCreate");
+      m.cuda(cudaMalloc(&s.ptr, bytes), "cudaMalloc (p2p staging)");
+      s.bytes = bytes;
+      pool.push_back(s);
+    }
+  }
 }
 
 void NcclComm::send(const void* x, size_t n, DType t, int peer) {
@@ -204,8 +203,8 @@ void NcclComm::complete() {
   for (Dir d : {Dir::Up, Dir::Down}) {
     if (m.send_stream[int(d)] == nullptr) continue;
     m.cuda(cudaEventRecord(m.drained[int(d)], m.send_stream[int(d)]), "cudaEventRecord");
-    m.wait(m.drained[int(d)], {m.p2p_comm[int(d)][m.rank % 2]}, "ncclSend (complete)");
-    for (Impl::Staging& s : m.staging[int(d)]) s.busy = false;
+    m.cuda(cudaStreamWaitEvent(m.stream, m.drained[int(d)], 0), "cudaStreamWaitEvent");
+    for (Impl::Staging& s : m.staging[int(d)]) s.busy = false;  // reused after that wait
   }
 }
 

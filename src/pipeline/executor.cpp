@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "core/timer.h"
 
 namespace loom {
 
@@ -27,21 +26,30 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLa
   const Backend& be = stage.backend();
   act_dtype_ = be.act_dtype();
   act_bytes_ = NC * be.act_size();
+  // Device sends are staged (DeviceComm), in buffers allocated now, never during a step.
+  if (mem.staged_sends > 0) pc_.pp.reserve_sends(act_bytes_, mem.staged_sends);
   if (mem.sent_grads > 0) dinput_buf_ = Buffer(size_t(mem.sent_grads) * act_bytes_, be.device());
   if (mem.recv_grads > 0) dout_buf_ = Buffer(size_t(mem.recv_grads) * act_bytes_, be.device());
-  tokens_.resize(size_t(stage.tokens_per_micro_batch()));
-  targets_.resize(tokens_.size());
   act_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
   grad_req_.assign(size_t(num_slots_), MPI_REQUEST_NULL);
 }
 
 template <typename F>
-void PipelineExecutor::timed(double& total, F&& pass) {
+void PipelineExecutor::timed(bool backward, F&& pass) {
   if (!timing_) return pass();
+  Backend& be = stage_.backend();
   const double tp0 = pc_.tp.busy_ms();
-  Stopwatch sw;
+  const int begin = be.record_mark();
   pass();
-  total += sw.ms() - (pc_.tp.busy_ms() - tp0);
+  const int end = be.record_mark();
+  passes_.push_back(Pass{backward, begin, end, pc_.tp.busy_ms() - tp0});
+}
+
+double PipelineExecutor::total_ms(bool backward) const {
+  double ms = 0;
+  for (const Pass& p : passes_)
+    if (p.backward == backward) ms += stage_.backend().mark_ms(p.begin, p.end) - p.tp_ms;
+  return ms;
 }
 
 bool PipelineExecutor::receives(const PipeAction& a) const {
@@ -77,8 +85,8 @@ void PipelineExecutor::progress() { pc_.pp.test(early_); }
 // its backward no later than action i, schedules completing micro-batches in order), and a
 // backward's output gradient alternates between two buffers, the other one held by action i at
 // most.
-void PipelineExecutor::run(const BatchFn& batch, float dloss) {
-  forward_ms_ = backward_ms_ = 0;
+void PipelineExecutor::run(const StepTokens& in, float dloss) {
+  passes_.clear();
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
   int backwards = 0;     // backward actions so far
@@ -102,8 +110,8 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
       }
     }
     if (a.op == PipeOp::Forward) {
-      batch(a.mb, tokens_.data(), targets_.data());
-      timed(forward_ms_, [&] { stage_.forward(slot, tokens_.data(), targets_.data(), dloss); });
+      const size_t at = size_t(a.mb) * size_t(stage_.tokens_per_micro_batch());
+      timed(false, [&] { stage_.forward(slot, in.tokens + at, in.targets + at, dloss); });
       if (!pc_.last_stage())
         act_req_[size_t(slot)] = pc_.pp.isend(stage_.output(slot), NC, act_dtype_, next, a.mb);
     } else {
@@ -114,7 +122,7 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
         dinput = static_cast<char*>(dinput_buf_.data()) + size_t(slot) * act_bytes_;
       }
       const bool last = backwards + 1 == microbatches_;  // schedules end on the last backward
-      timed(backward_ms_, [&] { stage_.backward(slot, d, dinput, last); });
+      timed(true, [&] { stage_.backward(slot, d, dinput, last); });
       if (dinput)
         grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + a.mb);
       ++backwards;
@@ -122,17 +130,17 @@ void PipelineExecutor::run(const BatchFn& batch, float dloss) {
   }
   for (auto& r : act_req_) pc_.pp.wait(&r);
   for (auto& r : grad_req_) pc_.pp.wait(&r);
-  pc_.pp.wait_sends();  // device sends (cuda): delivered before the step goes on
+  pc_.pp.wait_sends();  // device sends (cuda): delivered before the next step's work runs
 }
 
-void PipelineExecutor::run_forward(const BatchFn& batch) {
+void PipelineExecutor::run_forward(const StepTokens& in) {
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
   for (int mb = 0; mb < microbatches_; ++mb) {
     pc_.pp.wait(&act_req_[0]);  // slot 0's previous output has left
     if (!pc_.first_stage()) pc_.pp.recv(stage_.input(0), NC, act_dtype_, prev, mb);
-    batch(mb, tokens_.data(), targets_.data());
-    stage_.forward(0, tokens_.data(), targets_.data(), 0.0f);
+    const size_t at = size_t(mb) * size_t(stage_.tokens_per_micro_batch());
+    stage_.forward(0, in.tokens + at, in.targets + at, 0.0f);
     if (!pc_.last_stage()) act_req_[0] = pc_.pp.isend(stage_.output(0), NC, act_dtype_, next, mb);
   }
   pc_.pp.wait(&act_req_[0]);

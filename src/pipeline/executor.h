@@ -14,6 +14,12 @@ namespace loom {
 // Fills tokens (N) and targets (N) of micro-batch `mb` of this rank's share of the step.
 using BatchFn = std::function<void(int mb, int32_t* tokens, int32_t* targets)>;
 
+// A step's inputs in backend memory: (microbatches, N) tokens and targets, N per micro-batch.
+struct StepTokens {
+  const int32_t* tokens;
+  const int32_t* targets;
+};
+
 class PipelineExecutor {
  public:
   // run: this rank's resolved layout (schedule, micro-batches, slots, overlap); mem: its buffer
@@ -24,22 +30,25 @@ class PipelineExecutor {
   // Forward and backward of every micro-batch; gradients accumulate in the stage, whose gradient
   // hooks learn which backward is the step's last. Time blocked
   // in pipeline receives (bubble + transfer) is counted by pc.pp.busy_ms().
-  void run(const BatchFn& batch, float dloss);
+  void run(const StepTokens& in, float dloss);
   // Forward only (evaluation): every micro-batch through the pipeline in order, the last
   // stage accumulating the loss; no gradients, one activation slot.
-  void run_forward(const BatchFn& batch);
+  void run_forward(const StepTokens& in);
   // Tests the receive posted early (overlap), letting MPI progress it; called between layers.
   void progress();
 
-  // Compute time of the last run() in forward and in backward passes, excluding the TP
-  // communication inside them (measured only when timing is on: two clock reads per pass).
+  // Compute time of the last run() in forward and in backward passes, excluding the host's
+  // time blocked in TP communication inside them. Measured only when timing is on: two timing
+  // marks on the stream per pass (Backend::record_mark), read after the step, so reading them
+  // waits for the device; the backend's marks must not be cleared before.
   void set_timing(bool on) { timing_ = on; }
-  double forward_ms() const { return forward_ms_; }
-  double backward_ms() const { return backward_ms_; }
+  double forward_ms() const { return total_ms(false); }
+  double backward_ms() const { return total_ms(true); }
 
  private:
   template <typename F>
-  void timed(double& total, F&& pass);
+  void timed(bool backward, F&& pass);
+  double total_ms(bool backward) const;
   bool receives(const PipeAction& a) const;  // takes an input or output gradient from a peer
   // Posts action a's receive; `backwards` backward actions precede it in the step.
   CommRequest post_recv(const PipeAction& a, int backwards);
@@ -54,10 +63,14 @@ class PipelineExecutor {
   size_t act_bytes_ = 0;          // one (N, C) activation
   Buffer dinput_buf_, dout_buf_;  // dout_buf_: one output gradient (two with overlap)
   CommRequest early_;             // the receive posted for the next action (overlap)
-  std::vector<int32_t> tokens_, targets_;
   std::vector<MPI_Request> act_req_, grad_req_;  // per slot
   bool timing_ = false;
-  double forward_ms_ = 0, backward_ms_ = 0;
+  struct Pass {
+    bool backward;
+    int begin, end;  // timing marks
+    double tp_ms;    // host time blocked in TP communication meanwhile
+  };
+  std::vector<Pass> passes_;  // of the last run()
 };
 
 }  // namespace loom

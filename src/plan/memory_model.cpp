@@ -8,7 +8,7 @@ namespace loom::plan {
 
 namespace {
 MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh, int slots,
-                   int dp_rank) {
+                   int dp_rank, int microbatches = 1) {
   MemorySpec s;
   s.params = sh;
   s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp), slots, c.recompute);
@@ -16,6 +16,7 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
   s.dp_rank = dp_rank;
   s.zero = c.zero;
   s.overlap = pm.overlap;
+  s.microbatches = microbatches;
   return s;
 }
 }  // namespace
@@ -28,14 +29,15 @@ uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageSh
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, uint64_t reserved, int dp_rank) {
   const int slots = slots_in_flight(pm.schedule, c.pp, sh.stage, microbatches);
-  const RankMemory mem = plan_rank_memory(spec_of(pm, c, sh, slots, dp_rank), pm.traits());
+  const RankMemory mem =
+      plan_rank_memory(spec_of(pm, c, sh, slots, dp_rank, microbatches), pm.traits());
   MemoryEstimate r;
   r.params = mem.master_params + mem.compute_weights;
   r.grads = mem.grads;
   r.grad_buckets = mem.grad_buckets;
   r.optimizer = mem.optimizer;
   r.activations = mem.activations + mem.scratch + mem.logits;
-  r.pipeline = mem.pipeline;
+  r.pipeline = mem.pipeline + mem.step_inputs;
   r.param_gather = mem.param_gather;
   r.reserved = reserved;
   r.exact = pm.exact_backend();

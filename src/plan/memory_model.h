@@ -15,7 +15,8 @@ struct MemoryEstimate {
   uint64_t grad_buckets = 0;  // stage >= 2: one layer's staging buffer + the non-layer tensors
   uint64_t optimizer = 0;     // AdamW moments
   uint64_t activations = 0;   // GPTStage::activation_bytes(): slots x per-slot + scratch
-  uint64_t pipeline = 0;      // executor buffers: received output gradients and the outgoing one
+  uint64_t pipeline = 0;      // executor buffers (received output gradients, the outgoing ones,
+                              // device send staging) and the step's uploaded inputs
   uint64_t param_gather = 0;  // stage 3: working copies of one layer + the non-layer tensors
   uint64_t reserved = 0;      // outside loom (cluster's reserved_gib)
   bool exact = false;         // reproduces loom's allocations byte for byte (cpu backend)

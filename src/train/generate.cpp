@@ -38,11 +38,14 @@ void generate(GPTStage& model, int vocab_size, std::vector<int32_t>& ids, const 
   LOOM_CHECK(l.first_stage() && l.last_stage() && l.tp() == 1, "generate needs the whole model");
   LOOM_CHECK(!ids.empty() && int(ids.size()) <= T, "prompt of ", ids.size(), " ids, context ", T);
   std::vector<int32_t> window(static_cast<size_t>(T), 0);
+  Backend& be = model.backend();
+  Buffer dwindow(window.size() * sizeof(int32_t), be.device());  // the forward reads backend memory
   std::vector<float> logits(size_t(T) * size_t(l.vocab_local()));  // (T, Vl)
   for (int n = 0; n < opt.max_tokens; ++n) {
     const size_t len = std::min(ids.size(), size_t(T));
     std::copy(ids.end() - long(len), ids.end(), window.begin());  // rest: any id, causal mask
-    model.forward(0, window.data(), nullptr, 0.0f);
+    be.from_host(dwindow.data(), window.data(), window.size() * sizeof(int32_t));
+    model.forward(0, static_cast<const int32_t*>(dwindow.data()), nullptr, 0.0f);
     model.logits_to_host(logits.data());
     const float* row = logits.data() + (len - 1) * size_t(l.vocab_local());
     int32_t next = sample_token(row, vocab_size, opt, uint64_t(ids.size()));

@@ -94,7 +94,11 @@ void Trainer::build() {
   stage_ = std::make_unique<GPTStage>(*run_, mem, pc, *be_, opt_->grad_hooks(), opt_->param_hooks());
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, *run_, mem);
-  exec_->set_timing(cfg.log.timers);
+  feed_ = std::make_unique<StepFeed>(*be_, run_->microbatches(), stage_->tokens_per_micro_batch());
+  LOOM_CHECK(feed_->bytes() == mem.step_inputs,
+             "memory model and trainer disagree on the step "
+             "inputs: ",
+             mem.step_inputs, " bytes modelled, ", feed_->bytes(), " allocated");
   if (run_->overlap())  // between layers, let MPI move what was started early
     stage_->set_progress([this] {
       opt_->progress();
@@ -137,14 +141,21 @@ std::array<double, 4> Trainer::comm_busy() const {
           pc_.world.busy_ms()};
 }
 
-StepStats Trainer::train_step(int step) {
-  Stopwatch sw;
-  const std::array<double, 4> busy0 = comm_busy();
+// Enqueues the step: nothing waits for the device (cuda) except, under dynamic loss scaling,
+// the overflow decision that sets the next step's scale.
+void Trainer::run_step(int step, bool timed) {
+  Backend& be = *be_;
+  if (pending_.empty()) {
+    be.clear_marks();  // the marks of the steps read before
+    since_read_.reset();
+  }
+  PendingStep p;
+  p.busy0 = comm_busy();
+  p.begin = be.record_mark();
   const int G = run_->global_batch(), T = run_->model().seq_len, mb = run_->micro_batch();
-  opt_->zero_grad();
-  stage_->reset_loss();
 
-  // This DP rank's rows of the step's global batch, in micro-batches.
+  // This DP rank's rows of the step's global batch, in micro-batches, and the step's scalars:
+  // uploaded at once, so the step itself reads only backend memory.
   const int64_t first =
       base_samples_ + int64_t(step - start_step_ - 1) * G + int64_t(pc_.coord.dp) * (G / run_->dp());
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
@@ -153,52 +164,112 @@ StepStats Trainer::train_step(int step) {
   // The backward runs on the loss times the loss scale (a power of two unless set otherwise,
   // so the scaling is exact until it overflows); the update divides it out again.
   const float loss_scale = this->loss_scale();
+  p.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
+  p.loss_scale = dynamic_ || static_scale_ != 1.0f ? double(loss_scale) : 0.0;
+  feed_->load(cpu::StepInputs{float(p.lr), loss_scale, cfg_.train.grad_clip}, batch);
   const float dloss = fault_nan_grads(step) ? NAN : loss_scale / float(int64_t(G) * T);
-  exec_->run(batch, dloss);
+
+  // A captured step (train.cuda_graph) replays all of it; the first step runs plainly, so that
+  // everything allocated on first use (GEMM plans, timing events) exists before the capture.
+  const bool graph = cfg_.train.cuda_graph && be.has_graphs();
+  if (graph && captured_) {
+    be.replay();
+  } else if (graph && step > start_step_ + 1) {
+    be.capture_begin();
+    step_body(dloss, nullptr);
+    be.capture_end();
+    captured_ = true;
+    be.replay();
+  } else {
+    exec_->set_timing(timed);
+    p.timed = timed;
+    step_body(dloss, &p);
+    exec_->set_timing(false);
+  }
+  if (dynamic_) {  // the next step's scale depends on this step's overflow: read it
+    const cpu::StepState st = opt_->read_state();
+    dynamic_->update(st.apply == 0);
+  }
+  p.end = be.record_mark();
+  p.busy1 = comm_busy();
+  p.step = step;
+  pending_.push_back(p);
+}
+
+// The step's device work, in stream order: forward/backward over the micro-batches, gradient
+// reduction and norm, the decision and AdamW. p (not while capturing): its optimizer marks.
+void Trainer::step_body(float dloss, PendingStep* p) {
+  opt_->zero_grad();
+  stage_->reset_loss();
+  exec_->run(feed_->tokens(), dloss);
+  // Global norm, overflow (inf/nan gradients are never applied), clipping and AdamW, all
+  // decided on the device from the norm there (cpu::decide_step).
+  opt_->reduce_grads_and_norm();
+  if (p) p->opt_begin = be_->record_mark();
+  opt_->step(feed_->scalars());
+  if (p) p->opt_end = be_->record_mark();
+}
+
+StepStats Trainer::train_step(int step) {
+  run_step(step, cfg_.log.timers);
+  return step_stats();
+}
+
+bool Trainer::last_step_skipped() const {
+  return dynamic_ && !pending_.empty() && dynamic_->skipped() > skipped_;
+}
+
+// Waits for the device once for all the steps enqueued since the last read.
+StepStats Trainer::step_stats() {
+  LOOM_CHECK(!pending_.empty(), "step_stats() without a step since the last read");
+  const int G = run_->global_batch(), T = run_->model().seq_len;
+  // Mean loss of the last step's global batch: the last stage's TP-rank-0 sums over the world.
+  if (!(pc_.last_stage() && pc_.coord.tp == 0)) stage_->reset_loss();
+  pc_.world.all_reduce(stage_->loss_acc(), 1, DType::F64, ReduceOp::Sum);
+  const double loss_sum = stage_->loss_sum();  // waits for the device
+  const cpu::StepState st = opt_->read_state();
+  const double wall_ms = since_read_.ms();
+  const PendingStep& last = pending_.back();
+  Backend& be = *be_;
 
   StepStats s;
-  s.step = step;
-  s.loss_scale = dynamic_ || static_scale_ != 1.0f ? double(loss_scale) : 0.0;
-  s.grad_norm = opt_->reduce_grads_and_norm() / double(loss_scale);  // the same on every rank
-  // Inf/nan gradients are never applied: with dynamic scaling the scale drops and training
-  // goes on; otherwise the step is skipped with a warning (a diverging run shows it).
-  const bool overflow = !std::isfinite(s.grad_norm);
-  const bool apply = dynamic_ ? dynamic_->update(overflow) : !overflow;
-  if (overflow && !dynamic_)
-    warn("step ", step, ": the gradient norm is ", s.grad_norm, "; the update is skipped");
-  s.skipped = !apply;
-  skipped_ += s.skipped;
-  float grad_scale = 1.0f / loss_scale;
-  if (cfg_.train.grad_clip > 0 && apply) {
-    double coef = cfg_.train.grad_clip / (s.grad_norm + 1e-6);
-    if (coef < 1.0) grad_scale = float(coef) / loss_scale;
-  }
-  s.lr = lr_at(cfg_.optimizer, step, cfg_.train.steps);
-  Stopwatch opt_sw;
-  if (apply) opt_->step(s.lr, grad_scale, step - skipped_);
-  const double opt_sw_ms = opt_sw.ms();
-  timers_.add("optimizer", opt_sw_ms);
-
-  // Mean loss of the global batch: summed by the last stage's TP-rank-0 ranks over DP.
-  double loss = (pc_.last_stage() && pc_.coord.tp == 0) ? stage_->loss_sum() : 0.0;
-  pc_.world.all_reduce(&loss, 1, ReduceOp::Sum);
-  s.loss = loss / (double(G) * T);
-  s.step_ms = sw.ms();
-  timers_.add("step", s.step_ms);
-  const std::array<double, 4> busy1 = comm_busy();
+  s.step = last.step;
+  s.loss = loss_sum / (double(G) * T);
+  s.grad_norm = st.grad_norm;  // the same on every rank
+  s.lr = last.lr;
+  s.loss_scale = last.loss_scale;
+  s.skipped = st.apply == 0;
+  // Steps skipped before the last one (without dynamic scaling every step is not read).
+  const int earlier = st.skipped - skipped_ - (s.skipped ? 1 : 0);
+  if (earlier > 0 && !dynamic_)
+    warn(earlier, " of steps ", pending_.front().step, "-", last.step - 1,
+         " had a non-finite gradient norm; their updates were skipped");
+  if (s.skipped && !dynamic_)
+    warn("step ", s.step, ": the gradient norm is ", s.grad_norm, "; the update is skipped");
+  skipped_ = st.skipped;
+  // Throughput from the wall clock over the steps read now; the breakdown from the device.
+  s.step_ms = wall_ms / double(pending_.size());
+  timers_.add("step", wall_ms);
   const char* axes[4] = {"tp_comm", "pp_wait", "dp_comm", "world_comm"};
-  for (int i = 0; i < 4; ++i) timers_.add(axes[i], busy1[size_t(i)] - busy0[size_t(i)]);
-  if (cfg_.log.timers) {
-    double fwd = exec_->forward_ms(), bwd = exec_->backward_ms(), opt = opt_sw_ms;
-    double tp = busy1[0] - busy0[0], pp = busy1[1] - busy0[1], dp = busy1[2] - busy0[2];
+  for (const PendingStep& p : pending_) {
+    if (p.opt_begin >= 0) timers_.add("optimizer", be.mark_ms(p.opt_begin, p.opt_end));
+    for (size_t i = 0; i < 4; ++i) timers_.add(axes[i], p.busy1[i] - p.busy0[i]);
+  }
+  if (last.timed) {  // the last step's breakdown (log.timers; not for a captured step)
+    double fwd = exec_->forward_ms(), bwd = exec_->backward_ms();
+    double opt = be.mark_ms(last.opt_begin, last.opt_end);
+    double step_ms = be.mark_ms(last.begin, last.end);
+    double tp = last.busy1[0] - last.busy0[0], pp = last.busy1[1] - last.busy0[1];
+    double dp = last.busy1[2] - last.busy0[2];
     s.time_ms = {{"forward", fwd},
                  {"backward", bwd},
                  {"optimizer", opt},
                  {"tp_comm", tp},
                  {"pp_wait", pp},
                  {"dp_comm", dp},
-                 {"other", s.step_ms - fwd - bwd - opt - tp - pp - dp}};
+                 {"other", step_ms - fwd - bwd - opt - tp - pp - dp}};
   }
+  pending_.clear();
   return s;
 }
 
@@ -242,16 +313,24 @@ void Trainer::run() {
   const int interval = cfg_.checkpoint.save_interval;
   int saved = start_step_, step = start_step_;
   while (step < cfg_.train.steps) {
-    StepStats s = train_step(++step);
-    if (pc_.rank == 0 && (s.skipped || step % cfg_.train.log_interval == 0 ||
-                          step == start_step_ + 1 || step == cfg_.train.steps))
-      log_step(s);
-    if (s.skipped && dynamic_)
-      info("step ", step, ": gradients overflowed at loss scale ", s.loss_scale,
-           "; update skipped, loss scale now ", dynamic_->scale());
+    run_step(++step);
+    const bool log_now =
+        step % cfg_.train.log_interval == 0 || step == start_step_ + 1 || step == cfg_.train.steps;
+    const bool eval_now = cfg_.train.eval_interval > 0 && has_valid() &&
+                          (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps);
+    const bool save_now = interval > 0 && step % interval == 0;
     // A stop signal on any rank stops every rank after the same step, with a checkpoint.
     double stop = stop_signal();
     pc_.world.all_reduce(&stop, 1, ReduceOp::Max);
+    // The device is waited for only here: to log, before evaluating or saving (their time is
+    // not the steps'), and after a skipped step (dynamic loss scaling).
+    if (log_now || eval_now || save_now || stop > 0 || last_step_skipped()) {
+      StepStats s = step_stats();
+      if (pc_.rank == 0 && (log_now || s.skipped)) log_step(s);
+      if (s.skipped && dynamic_)
+        info("step ", step, ": gradients overflowed at loss scale ", s.loss_scale,
+             "; update skipped, loss scale now ", dynamic_->scale());
+    }
     if (stop > 0) {
       info("received ", int(stop) == SIGUSR1 ? "SIGUSR1" : "SIGTERM",
            ": saving a checkpoint and stopping after step ", step);
@@ -295,12 +374,14 @@ double Trainer::evaluate(int iters) {
   stage_->reset_loss();
   for (int i = 0; i < iters; ++i) {
     const int64_t first = int64_t(i) * G + int64_t(pc_.coord.dp) * (G / run_->dp());
-    exec_->run_forward([&](int j, int32_t* tokens, int32_t* targets) {
+    feed_->load(cpu::StepInputs{0.0f, 1.0f, 0.0}, [&](int j, int32_t* tokens, int32_t* targets) {
       valid_(first + int64_t(j) * mb, mb, tokens, targets);
     });
+    exec_->run_forward(feed_->tokens());
   }
-  double loss = (pc_.last_stage() && pc_.coord.tp == 0) ? stage_->loss_sum() : 0.0;
-  pc_.world.all_reduce(&loss, 1, ReduceOp::Sum);
+  if (!(pc_.last_stage() && pc_.coord.tp == 0)) stage_->reset_loss();
+  pc_.world.all_reduce(stage_->loss_acc(), 1, DType::F64, ReduceOp::Sum);
+  const double loss = stage_->loss_sum();
   stage_->reset_loss();
   return loss / (double(iters) * G * T);
 }
@@ -328,6 +409,7 @@ void Trainer::resume() {
   start_step_ = rp.step;
   base_samples_ = rp.consumed_samples;
   skipped_ = rp.state.skipped_steps;
+  opt_->set_update_counts(rp.step - skipped_, skipped_);
   if (dynamic_ && rp.state.loss_scale > 0)
     dynamic_->restore(float(rp.state.loss_scale), rp.state.loss_scale_clean, skipped_);
   info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples,
@@ -368,6 +450,7 @@ void Trainer::print_memory() {
 }
 
 void Trainer::print_breakdown(int steps) {
+  if (steps <= 0) return;  // resumed at the last step: nothing ran
   // Per-step averages over steps and ranks. Communication time is time spent inside blocking
   // calls, so it includes waiting for slower ranks (load imbalance) as well as transfer.
   const auto& t = timers_.totals();

@@ -18,6 +18,7 @@
 #include "train/console.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
+#include "train/step_feed.h"
 
 namespace loom {
 
@@ -53,7 +54,14 @@ class Trainer {
   int start_step() const { return start_step_; }
   void save(int step);                // a checkpoint of the state after `step` steps
   void load(const std::string& dir);  // parameters and moments of a checkpoint (eval)
-  StepStats train_step(int step);     // step is 1-based
+  // One optimizer step (1-based) and its results: run_step() then step_stats().
+  StepStats train_step(int step);
+  // Enqueues a step without waiting for the device (cuda; dynamic loss scaling waits for its
+  // overflow decision). timed: mark its forward and backward passes for step_stats' breakdown.
+  void run_step(int step, bool timed = false);
+  // The results of the steps run since the last call: the last one's loss, norm, lr, scale;
+  // step_ms is their mean wall time. Waits for the device; collective.
+  StepStats step_stats();
   // Mean validation loss over `iters` global batches of validation samples (the same batches
   // every time: a fixed yardstick). Needs validation data (has_valid()). Collective.
   double evaluate(int iters);
@@ -80,6 +88,9 @@ class Trainer {
   void print_breakdown(int steps);
   void print_memory();
   std::array<double, 4> comm_busy() const;
+  bool last_step_skipped() const;  // dynamic loss scaling: the last step run overflowed
+  struct PendingStep;
+  void step_body(float dloss, PendingStep* p);
   void lock_checkpoint_dir();  // collective: rank 0 takes checkpoint.dir's lock, once
 
   Config cfg_;
@@ -95,10 +106,22 @@ class Trainer {
   std::unique_ptr<GPTStage> stage_;
   std::unique_ptr<ZeroOptimizer> opt_;
   std::unique_ptr<PipelineExecutor> exec_;
+  std::unique_ptr<StepFeed> feed_;  // the step's scalars, tokens and targets, uploaded at once
+  bool captured_ = false;           // train.cuda_graph: the step is captured (replay() runs it)
   std::unique_ptr<DataLoader> data_;
   SampleFn samples_, valid_;
   MetricsWriter metrics_;
   Timers timers_;
+  // Steps run and not yet read (step_stats): their timing marks and host communication time.
+  struct PendingStep {
+    int step = 0;
+    bool timed = false;  // its passes have timing marks (the breakdown of log.timers)
+    double lr = 0, loss_scale = 0;
+    int begin = 0, opt_begin = -1, opt_end = -1, end = 0;  // Backend timing marks (-1: none)
+    std::array<double, 4> busy0{}, busy1{};                // comm_busy() at begin and end
+  };
+  std::vector<PendingStep> pending_;
+  Stopwatch since_read_;  // wall clock since the last step_stats()
   double flops_per_token_ = 0;
   int start_step_ = 0;        // steps done before this process started (resume)
   int64_t base_samples_ = 0;  // samples consumed by then

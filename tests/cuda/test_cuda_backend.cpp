@@ -307,18 +307,30 @@ TEST_P(CudaBackendTest, ClassifierAndCrossEntropy) {
 }
 
 TEST_P(CudaBackendTest, AdamWAndGradNorm) {
+  // The factors live in backend memory (the device decides them); the cpu twin gets the same.
+  auto coefs_of = [](const cpu::AdamWParams& hp, int apply) {
+    cpu::AdamWCoefs c = cpu::adamw_coefs(hp);
+    c.apply = apply;
+    return c;
+  };
+  Buffer dc(sizeof(cpu::AdamWCoefs), Device::CUDA);
+  auto put = [&](const cpu::AdamWCoefs& c) { be().from_host(dc.data(), &c, sizeof c); };
+  auto C = [&] { return static_cast<const cpu::AdamWCoefs*>(dc.data()); };
   for (size_t n : {size_t(4096), size_t(1001)}) {  // float4 and scalar paths
     auto p = randu(n, 37), m = randu(n, 38, 0.0f, 0.01f), v = randu(n, 39, 0.0f, 0.01f);
     Buffer dp = dev(p), dm = dev(m), dv = dev(v), dg(n * sizeof(float), Device::CUDA);
     Buffer pact(n * be().act_size(), Device::CUDA);
-    for (int step = 1; step <= 2; step++) {
+    for (int step = 1; step <= 3; step++) {
       const auto g = randu(n, 40 + step);
       const cpu::AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
-      ref().adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, nullptr);
+      const int apply = step == 2 ? 0 : 1;  // step 2 is skipped: nothing may change
+      const cpu::AdamWCoefs c = coefs_of(hp, apply);
+      ref().adamw_update(p.data(), g.data(), m.data(), v.data(), n, &c, nullptr);
       be().from_host(dg.data(), g.data(), n * sizeof(float));
+      put(c);
       // fp32 compute: the compute weights are the parameters (nullptr, or param itself).
       void* act_out = lowp_ ? pact.data() : (step == 1 ? nullptr : dp.data());
-      be().adamw_update(F(dp), F(dg), F(dm), F(dv), n, hp, act_out);
+      be().adamw_update(F(dp), F(dg), F(dm), F(dv), n, C(), act_out);
     }
     const auto gp = get_f32(dp, n);
     EXPECT_REL_LE(gp, p, 1e-6, "adamw params n=" + std::to_string(n));
@@ -330,23 +342,83 @@ TEST_P(CudaBackendTest, AdamWAndGradNorm) {
   }
   if (!lowp_) {
     Buffer one(sizeof(float), Device::CUDA);
-    EXPECT_THROW(
-        be().adamw_update(F(one), F(one), F(one), F(one), 1,
-                          cpu::AdamWParams{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f}, F(one) + 1),
-        InternalError)
+    put(coefs_of(cpu::AdamWParams{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f}, 1));
+    EXPECT_THROW(be().adamw_update(F(one), F(one), F(one), F(one), 1, C(), F(one) + 1),
+                 InternalError)
         << "fp32 compute has no separate compute copy";
   }
 
+  // Sums into a double of backend memory, accumulated in double: the two orders differ in the
+  // last bits only (|error| <= n eps_fp64 sum|x|, far below 1e-10 relative here).
   const auto a = randu(1 << 16, 50), b = randu(1001, 51);
-  Buffer da = dev(a), db = dev(b);
-  ref().sum_squares_take();  // the process-wide cpu backend starts from zero
-  ref().sum_squares_acc(a.data(), a.size());
-  ref().sum_squares_acc(b.data(), b.size());
-  const double want = ref().sum_squares_take();
-  be().sum_squares_acc(F(da), a.size());
-  be().sum_squares_acc(F(db), b.size());
-  EXPECT_NEAR(be().sum_squares_take(), want, 1e-10 * want) << "accumulated in double";
-  EXPECT_EQ(be().sum_squares_take(), 0.0) << "take resets the accumulator";
+  Buffer da = dev(a), db = dev(b), dacc(2 * sizeof(double), Device::CUDA);
+  double want[2] = {0, 0};
+  for (int sq = 1; sq >= 0; --sq) {
+    double* r = &want[sq];
+    double* d = static_cast<double*>(dacc.data()) + sq;
+    be().zero(d, sizeof(double));
+    if (sq) {
+      ref().sum_squares(r, a.data(), a.size()), ref().sum_squares(r, b.data(), b.size());
+      be().sum_squares(d, F(da), a.size()), be().sum_squares(d, F(db), b.size());
+    } else {
+      ref().sum_values(r, a.data(), a.size()), ref().sum_values(r, b.data(), b.size());
+      be().sum_values(d, F(da), a.size()), be().sum_values(d, F(db), b.size());
+    }
+  }
+  double got[2];
+  be().to_host(got, dacc.data(), sizeof got);
+  EXPECT_NEAR(got[1], want[1], 1e-10 * want[1]) << "sum of squares";
+  EXPECT_NEAR(got[0], want[0], 1e-10 * std::abs(want[0]) + 1e-9) << "sum of values";
+}
+
+// decide_step on the device equals the cpu twin: clipping, no clipping, loss scale, overflow.
+TEST_P(CudaBackendTest, DecideStepMatchesCpu) {
+  if (lowp_) GTEST_SKIP() << "dtype-independent; run once";
+  struct Case {
+    double norm_sq;
+    cpu::StepInputs in;
+  };
+  const Case cases[] = {{4.0, {1e-3f, 1.0f, 1.0}},                          // norm 2 clipped to 1
+                        {0.25, {2e-3f, 1.0f, 1.0}},                         // norm 0.5: no clipping
+                        {4.0 * 65536.0 * 65536.0, {1e-3f, 65536.0f, 1.0}},  // scaled
+                        {INFINITY, {1e-3f, 1.0f, 1.0}},                     // overflow: skipped
+                        {NAN, {1e-3f, 1.0f, 0.0}}};
+  const cpu::StepRule rule{0.9f, 0.95f, 1e-8f, 0.1f};
+  cpu::StepState host{};
+  host.t = 7, host.skipped = 2;
+  Buffer ds(sizeof(cpu::StepState), Device::CUDA), din(sizeof(cpu::StepInputs), Device::CUDA);
+  be().from_host(ds.data(), &host, sizeof host);
+  auto* dstate = static_cast<cpu::StepState*>(ds.data());
+  const auto* dinputs = static_cast<const cpu::StepInputs*>(din.data());
+  for (const Case& c : cases) {
+    host.norm_sq = c.norm_sq;
+    be().from_host(&dstate->norm_sq, &c.norm_sq, sizeof(double));
+    be().from_host(din.data(), &c.in, sizeof c.in);  // the device reads the step's inputs
+    ref().decide_step(&host, &c.in, rule);
+    be().decide_step(dstate, dinputs, rule);
+    cpu::StepState got;
+    be().to_host(&got, ds.data(), sizeof got);
+    const std::string what = " at norm_sq " + std::to_string(c.norm_sq);
+    EXPECT_EQ(got.apply, host.apply) << what;
+    EXPECT_EQ(got.t, host.t) << what;
+    EXPECT_EQ(got.skipped, host.skipped) << what;
+    EXPECT_EQ(got.grad_scale, host.grad_scale) << what;
+    if (host.apply) {
+      EXPECT_EQ(got.grad_norm, host.grad_norm)
+          << what << ": sqrt and a division, correctly rounded";
+    }
+    for (int d = 0; d < 2; ++d) {
+      // pow on the device may differ from the host's by an ulp of double, far below fp32's.
+      EXPECT_EQ(got.coefs[d].decay, host.coefs[d].decay) << what;
+      EXPECT_EQ(got.coefs[d].gs, host.coefs[d].gs) << what;
+      EXPECT_EQ(got.coefs[d].apply, host.coefs[d].apply) << what;
+      EXPECT_NEAR(got.coefs[d].neg_step_size, host.coefs[d].neg_step_size,
+                  1e-6 * std::abs(host.coefs[d].neg_step_size))
+          << what;
+    }
+  }
+  EXPECT_EQ(host.t, 10) << "three applied updates after 7";
+  EXPECT_EQ(host.skipped, 4) << "inf and nan skipped";
 }
 
 INSTANTIATE_TEST_SUITE_P(

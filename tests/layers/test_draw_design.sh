@@ -62,6 +62,6 @@ refused "a stale committed picture" "docs/images/layers.svg is stale" \
 # A call of the step's path renamed in the copy: the step picture refuses to draw.
 rm "$tree/src/core/planted.h"
 sed -i 's/reduce_grads_and_norm/reduce_gradients/g' "$tree/src/optim/zero.cpp"
-refused "a renamed call" "src/optim/zero.cpp: no 'double ZeroOptimizer::reduce_grads_and_norm\(" \
+refused "a renamed call" "src/optim/zero.cpp: no 'void ZeroOptimizer::reduce_grads_and_norm\(" \
   python3 "$draw" --repo "$tree" --out "$tmp/renamed"
 echo "PASS"

@@ -21,9 +21,9 @@ import xml.etree.ElementTree as ET
 SVG = "{http://www.w3.org/2000/svg}"
 EXTS = (".h", ".cpp", ".cu", ".cuh")
 # Titles of step.svg's boxes that must appear, top to bottom, in this order.
-STEP_ORDER = ["Trainer::train_step", "DataLoader::train_batch", "PipelineExecutor::run",
+STEP_ORDER = ["Trainer::run_step", "DataLoader::train_batch", "PipelineExecutor::run",
               "GPTStage::forward", "GPTStage::backward", "ZeroOptimizer::reduce_grads_and_norm",
-              "Trainer: skip, clip", "ZeroOptimizer::step", "Trainer: the step's loss"]
+              "ZeroOptimizer::step", "Trainer::step_stats"]
 
 
 def declared_layers(repo):

@@ -70,8 +70,10 @@ TEST(DeviceFit, Gpt2SmallBf16PartsByHand) {
   EXPECT_EQ(e.scratch, 15 * NC * 2 + 12 * N * 4 + 4 * NC * 2 + 7 * N * 4 + 4 * N);
   EXPECT_EQ(e.logits, N * Vp * 2);
   EXPECT_EQ(e.pipeline, 0u);
+  // The step's uploaded inputs: 64 bytes of scalars, the one micro-batch's tokens and targets.
+  EXPECT_EQ(e.step_inputs, 64 + 2 * N * 4);
   EXPECT_EQ(e.workspace + e.runtime, kReserve);
-  EXPECT_EQ(e.total(), 18 * P + e.activations + e.scratch + e.logits + kReserve);
+  EXPECT_EQ(e.total(), 18 * P + e.activations + e.scratch + e.logits + e.step_inputs + kReserve);
   // About 2.1 GiB of weights, gradients and moments, 4.6 GiB of activations, 1.5 GiB of
   // logits: it fits an 80 GB GPU with room to spare.
   EXPECT_LT(e.total(), 20 * kGiB);
@@ -170,10 +172,11 @@ TEST(DeviceFit, PipelineStagesAndTensorParallelShards) {
   EXPECT_EQ(s1.activations, 1 * (3 * NC2 + 2 * layer + NC2));    // + the output gradient
   EXPECT_EQ(s0.logits, 0u);
   EXPECT_EQ(s1.logits, N * Vl * 2);
-  EXPECT_EQ(s0.pipeline, NC2);      // the received output gradient
-  EXPECT_EQ(s1.pipeline, 1 * NC2);  // one gradient sent back per slot
-  cfg.parallel.overlap = true;      // the executor receives the next output gradient early
-  EXPECT_EQ(estimate(cfg, grid, 1).pipeline, 2 * NC2);
+  // Device sends are staged: slots + 1 buffers in each direction a stage sends in.
+  EXPECT_EQ(s0.pipeline, NC2 + 3 * NC2);      // the received output gradient; staging (up)
+  EXPECT_EQ(s1.pipeline, 1 * NC2 + 2 * NC2);  // one gradient sent back per slot; staging (down)
+  cfg.parallel.overlap = true;  // the executor receives the next output gradient early
+  EXPECT_EQ(estimate(cfg, grid, 1).pipeline, 2 * NC2 + 3 * NC2);
 }
 
 TEST(DeviceFit, Gpt2XlMicroBatch64DoesNotFitOneH100AndSaysWhy) {
