@@ -26,7 +26,8 @@ namespace loom::cuda {
 // saved for the backward in place of att. Scores, softmax and lse are fp32; bf16 or fp16 storage
 // rounds out once (|out| <= max |v|, so fp16 out overflows only if v did). bf16/fp16 with head
 // size 64 or 128 (and 16-byte aligned buffers) run on tensor cores: 16-bit operands, fp32
-// accumulation, P and dS rounded to the storage type before their products; otherwise fp32 FMAs.
+// accumulation, P and dS rounded to the storage type before their products (an fp16 dS beyond
+// 65504 becomes inf, as a stored gradient would, for the loss scaler); otherwise fp32 FMAs.
 bool attention_uses_tensor_cores(int head_size, int storage_bytes);
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
