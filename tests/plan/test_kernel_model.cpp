@@ -220,6 +220,21 @@ TEST(KernelModelCli, PrintsTheTableForTheConfigsShape) {
   EXPECT_NE(out.find("predicted MFU: "), std::string::npos) << out;
 }
 
+// fp32 activations run attention on CUDA cores unless --attention-flops says otherwise.
+TEST(KernelModelCli, AttentionRoofDefaultsToTheKernelThatRuns) {
+  std::string err;
+  const auto sets = std::vector<std::string>{"device=cuda", "train.dtype=fp32"};
+  EXPECT_NE(run_plan(kernels_args(sets), &err).find("67 TFLOP/s attention matmuls"),
+            std::string::npos);
+  cli::Args a = kernels_args(sets);
+  a.options["--attention-flops"] = "500e12";
+  EXPECT_NE(run_plan(a, &err).find("500 TFLOP/s attention matmuls"), std::string::npos);
+  EXPECT_NE(run_plan(kernels_args({}), &err).find("989 TFLOP/s attention matmuls"),
+            std::string::npos)
+      << "bf16, head size 64: tensor cores";
+  EXPECT_EQ(err, "");
+}
+
 TEST(KernelModelCli, BadInputIsOneClearError) {
   std::string err;
   cli::Args a = kernels_args({});
