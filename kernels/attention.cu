@@ -1,8 +1,10 @@
 // Causal attention cuda twin, flash style: shared K/V tiles, online softmax, saved logsumexp, no
-// atomics.
+// atomics; fp32 math on CUDA cores (bf16/fp16 with head size 64 or 128: attention_tc.cu).
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/attention_tc.cuh"
 #include "kernels/cuda_common.cuh"
 
 namespace loom::cuda {
@@ -327,26 +329,28 @@ Dims check_dims(int B, int T, int C, int NH) {
   return Dims{B, T, C, NH};
 }
 
+// f(std::integral_constant<int, D>{}) for the head size D = C / NH (checked by check_dims).
+template <typename F>
+void by_head_size(int D, F&& f) {
+  using std::integral_constant;
+  D == 16   ? f(integral_constant<int, 16>{})
+  : D == 32 ? f(integral_constant<int, 32>{})
+  : D == 64 ? f(integral_constant<int, 64>{})
+            : f(integral_constant<int, 128>{});
+}
+
 template <typename H>
 void forward(H* out, float* lse, const H* qkv, int B, int T_, int C, int NH, void* stream) {
   const Dims g = check_dims(B, T_, C, NH);
+  const int D = C / NH;
   auto o = dev_ptr(out);
   auto x = dev_ptr(qkv);
-  cudaStream_t s = as_stream(stream);
-  switch (C / NH) {
-    case 16:
-      launch_forward<16>(o, lse, x, g, s);
-      break;
-    case 32:
-      launch_forward<32>(o, lse, x, g, s);
-      break;
-    case 64:
-      launch_forward<64>(o, lse, x, g, s);
-      break;
-    default:
-      launch_forward<128>(o, lse, x, g, s);
-      break;
+  auto s = as_stream(stream);
+  if constexpr (sizeof(H) == 2) {  // bf16/fp16, D = 64 or 128: tensor cores (attention_tc.cu)
+    if (attention_uses_tensor_cores(D, 2) && tc::takes(D, out, qkv, out, qkv))
+      return tc::forward(o, lse, x, tc::attn_layout(B, T_, NH, /*NKV=*/NH, D), s);
   }
+  by_head_size(D, [&](auto d) { launch_forward<decltype(d)::value>(o, lse, x, g, s); });
 }
 
 template <typename H>
@@ -362,20 +366,12 @@ void backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, 
   auto dx = dev_ptr(dqkv);
   auto go = dev_ptr(dout);
   auto x = dev_ptr(qkv);
-  switch (D) {
-    case 16:
-      launch_backward<16>(dx, go, x, lse, delta, g, s);
-      break;
-    case 32:
-      launch_backward<32>(dx, go, x, lse, delta, g, s);
-      break;
-    case 64:
-      launch_backward<64>(dx, go, x, lse, delta, g, s);
-      break;
-    default:
-      launch_backward<128>(dx, go, x, lse, delta, g, s);
-      break;
+  if constexpr (sizeof(H) == 2) {
+    if (attention_uses_tensor_cores(D, 2) && tc::takes(D, dqkv, dout, qkv, out))
+      return tc::backward(dx, go, x, lse, delta, tc::attn_layout(B, T_, NH, /*NKV=*/NH, D), s);
   }
+  by_head_size(D,
+               [&](auto d) { launch_backward<decltype(d)::value>(dx, go, x, lse, delta, g, s); });
 }
 
 }  // namespace

@@ -23,8 +23,13 @@ namespace loom::cuda {
 // cuda twins (flash-attention style; no (T, T) matrix in memory) on device pointers, enqueued on
 // `stream` (a cudaStream_t). Head size C/NH must be 16, 32, 64 or 128; B*NH <= 65535.
 // out (B, T, C) as the cpu twin; lse (B, NH, T) fp32 = log sum_{s<=t} exp(q.k/sqrt(HS)) per row,
-// saved for the backward in place of att. fp32 math (scores, softmax and lse never leave fp32);
-// bf16 or fp16 storage rounds out once (|out| <= max |v|, so fp16 out overflows only if v did).
+// saved for the backward in place of att. Scores, softmax and lse are fp32; bf16 or fp16 storage
+// rounds out once (|out| <= max |v|, so fp16 out overflows only if v did). bf16/fp16 with head
+// size 64 or 128 (and 16-byte aligned buffers) run on tensor cores: 16-bit operands, fp32
+// accumulation, P and dS rounded to the storage type before their products (an fp16 dS beyond
+// 65504 becomes inf, as a stored gradient would, for the loss scaler); otherwise fp32 FMAs.
+bool attention_uses_tensor_cores(int head_size, int storage_bytes);
+
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
                        void* stream);
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,

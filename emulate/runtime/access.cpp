@@ -4,7 +4,8 @@
 // Device memory: inside a live allocation and naturally aligned. Shared memory: naturally
 // aligned, written in this block before it is read, and no race: per barrier interval (epoch)
 // each 4-byte word remembers its writer and readers, and a read of a word another thread wrote,
-// or a write of a word another thread read or wrote, in the same interval is reported.
+// or a write of a word another thread read or wrote, in the same interval is reported, unless
+// both threads are lanes of one warp and a __syncwarp of that warp lies between the two.
 #include <sys/mman.h>
 
 #include <sstream>
@@ -26,7 +27,10 @@ constexpr uint16_t kManyThreads = 0xffff;
 struct Cell {
   uint32_t block;  // serial of the block the flags belong to
   uint32_t epoch;
+  uint32_t wsync, rsync;  // the writer's warp's __syncwarp count at the write; the readers' at
+                          // the last read
   uint16_t writer, reader;
+  uint16_t rwarp;  // the warp of every reader, or kManyThreads
   uint8_t flags;
 };
 
@@ -35,6 +39,7 @@ uintptr_t g_sh_lo = 0;
 size_t g_sh_size = 0;
 Cell* g_cells = nullptr;
 uint32_t g_block = 0, g_epoch = 0;
+uint32_t g_warp_syncs[32];  // __syncwarp count of each warp of the running block
 
 std::string hex(uintptr_t a) {
   std::ostringstream os;
@@ -79,24 +84,33 @@ enum class Kind { Read, Write, Atomic };
 
 void shared_word(uintptr_t a, size_t size, Kind k) {
   const int t = running_thread();
+  const int warp = t / 32;
+  const uint32_t syncs = g_warp_syncs[warp];
   Cell& c = g_cells[(a - g_sh_lo) >> 2];
-  if (c.block != g_block) c = Cell{g_block, g_epoch, 0, 0, 0};
+  if (c.block != g_block) c = Cell{g_block, g_epoch, 0, 0, 0, 0, 0, 0};
   if (c.epoch != g_epoch) {  // a barrier since the last access: earlier accesses are ordered
     c.epoch = g_epoch;
     c.flags &= kInit;
   }
-  const bool other_wrote = (c.flags & kWrite) && c.writer != t;
-  const bool other_read = (c.flags & kRead) && ((c.flags & kMultiRead) || c.reader != t);
+  // Accesses of this warp's lanes before its last __syncwarp are ordered before this one.
+  const bool write_synced = c.writer != kManyThreads && c.writer / 32 == warp && c.wsync < syncs;
+  const bool reads_synced = c.rwarp == warp && c.rsync < syncs;
+  const bool other_wrote = (c.flags & kWrite) && c.writer != t && !write_synced;
+  const bool other_read =
+      (c.flags & kRead) && ((c.flags & kMultiRead) || c.reader != t) && !reads_synced;
   switch (k) {
     case Kind::Read:
       if (other_wrote) race(t, "reads", a, size, c.writer, "wrote");
       if (!(c.flags & kInit) && g_uninit.size() < 64) g_uninit.push_back({a, size, t});
-      if (!(c.flags & kRead)) {
-        c.flags |= kRead;
+      if (!(c.flags & kRead) || reads_synced) {  // the first read, or the first since __syncwarp
+        c.flags = (uint8_t)((c.flags | kRead) & ~kMultiRead);
         c.reader = (uint16_t)t;
-      } else if (c.reader != t) {
-        c.flags |= kMultiRead;
+        c.rwarp = (uint16_t)warp;
+      } else {
+        if (c.reader != t) c.flags |= kMultiRead;
+        if (c.rwarp != warp) c.rwarp = kManyThreads;
       }
+      c.rsync = syncs;
       return;
     case Kind::Write:
       if (other_wrote) race(t, "writes", a, size, c.writer, "wrote");
@@ -104,6 +118,7 @@ void shared_word(uintptr_t a, size_t size, Kind k) {
         race(t, "writes", a, size, (c.flags & kMultiRead) ? kManyThreads : c.reader, "read");
       c.flags = (uint8_t)((c.flags | kInit | kWrite) & ~kAtomic);
       c.writer = (uint16_t)t;
+      c.wsync = syncs;
       return;
     case Kind::Atomic:
       if (other_wrote && !(c.flags & kAtomic))
@@ -116,6 +131,7 @@ void shared_word(uintptr_t a, size_t size, Kind k) {
         c.writer = kManyThreads;
       else
         c.writer = (uint16_t)t;
+      c.wsync = syncs;
       c.flags |= kInit | kWrite | kAtomic;
       return;
   }
@@ -203,7 +219,10 @@ void shared_new_block(uint32_t serial) {
   g_block = serial;
   g_epoch = 0;
   g_uninit.clear();
+  for (uint32_t& n : g_warp_syncs) n = 0;
 }
+
+void shared_warp_sync(int warp) { g_warp_syncs[warp]++; }
 
 void shared_new_epoch() {
   races_new_epoch();

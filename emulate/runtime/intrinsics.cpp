@@ -8,6 +8,38 @@ namespace loom_emu::detail {
 
 using namespace loom_emu::rt;
 
+namespace {
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::ShflIdx:
+      return "__shfl_sync";
+    case WarpOp::ShflXor:
+      return "__shfl_xor_sync";
+    case WarpOp::ShflDown:
+      return "__shfl_down_sync";
+    case WarpOp::ShflUp:
+      return "__shfl_up_sync";
+    case WarpOp::Ballot:
+      return "__ballot_sync";
+    case WarpOp::Any:
+      return "__any_sync";
+    case WarpOp::All:
+      return "__all_sync";
+    case WarpOp::SyncWarp:
+      return "__syncwarp";
+    case WarpOp::WmmaLoad:
+      return "wmma::load_matrix_sync";
+    case WarpOp::WmmaStore:
+      return "wmma::store_matrix_sync";
+    case WarpOp::WmmaMma:
+      return "wmma::mma_sync";
+  }
+  return "?";
+}
+
+}  // namespace
+
 int barrier(int op, int pred) {
   Block& b = *g_block;
   Thread& t = *g_thread;
@@ -74,13 +106,16 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t bits, int arg, int wid
     w.mask[buf] = mask;
   } else if (w.op[buf] != op || w.mask[buf] != mask) {
     kernel_fault(cudaErrorLaunchFailure,
-                 "lanes of one warp are at different warp intrinsics (divergent shuffles)");
+                 std::string("lanes of one warp are at different warp intrinsics (divergent "
+                             "code): this lane at ") +
+                     op_name(op) + ", others at " + op_name(w.op[buf]));
     throw Abort{};
   }
   w.vals[buf][t.lane] = bits;
   if (++w.arrived == w.lanes) {  // the last lane: the exchange is complete
     w.arrived = 0;
     w.gen++;
+    if (op == WarpOp::SyncWarp) shared_warp_sync(t.warp);
     for (int l = 0; l < w.lanes; l++) {
       Thread& o = (*b.threads)[t.warp * 32 + l];
       if (o.state == State::AtWarp) o.state = State::Runnable;
@@ -101,6 +136,11 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t bits, int arg, int wid
       return lane + arg < 32 ? v[lane + arg] : v[lane];
     case WarpOp::ShflUp:
       return lane - arg >= 0 ? v[lane - arg] : v[lane];
+    case WarpOp::SyncWarp:
+    case WarpOp::WmmaLoad:
+    case WarpOp::WmmaStore:
+    case WarpOp::WmmaMma:
+      return v[0];
     default:
       break;
   }

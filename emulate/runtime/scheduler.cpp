@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "block.h"
@@ -227,6 +229,11 @@ std::string check_config(const detail::LaunchInfo& i) {
 
 }  // namespace
 
+std::map<std::string, uint64_t>& launches_by_name() {
+  static std::map<std::string, uint64_t> m;
+  return m;
+}
+
 Block* running_block() { return g_block; }
 
 int running_thread() { return g_thread ? g_thread->linear : -1; }
@@ -307,6 +314,7 @@ void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg
     b.warps[w].lanes = std::min(32, b.nthreads - (int)w * 32);
   Stats& c = counters();
   c.kernels++;
+  launches_by_name()[info.kernel]++;
   static uint32_t block_serial = 0;
   races_new_launch(block_serial + 1, info.grid, info.block);
   g_block = &b;
@@ -336,3 +344,11 @@ void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg
 }
 
 }  // namespace loom_emu::detail
+
+uint64_t loom_emu::launches_of(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> lock(loom_emu::rt::device_lock());
+  uint64_t n = 0;
+  for (const auto& [kernel, count] : loom_emu::rt::launches_by_name())
+    if (kernel.find(name) != std::string::npos) n += count;
+  return n;
+}

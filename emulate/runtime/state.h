@@ -89,6 +89,9 @@ void set_shared_range(uintptr_t lo, size_t bytes);
 void shared_new_block(uint32_t block_serial);
 void shared_new_epoch();
 void shared_end_block();
+// __syncwarp of warp `warp` of the running block completed: that warp's shared accesses before
+// it are ordered against its accesses after it (other warps still need __syncthreads).
+void shared_warp_sync(int warp);
 
 // ---- global-memory races (global_races.cpp) ------------------------------------------------
 // A launch's blocks get serials first_block_serial, first_block_serial + 1, ... in grid order.

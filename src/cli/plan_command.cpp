@@ -89,7 +89,8 @@ int plan_kernels(const Args& a, const Config& cfg) {
   s.act_bytes = cfg.device == "cpu" || cfg.train.dtype != "fp32" ? 2 : 4;
   plan::GpuRoof g;
   g.tensor_flops = positive_option(a, "--gpu-flops", g.tensor_flops);
-  g.attention_flops = positive_option(a, "--attention-flops", g.tensor_flops);
+  if (a.options.count("--attention-flops"))  // else as loom's attention kernels run (GpuRoof)
+    g.attention_flops = positive_option(a, "--attention-flops", g.tensor_flops);
   g.vector_flops = positive_option(a, "--vector-flops", g.vector_flops);
   g.bandwidth = positive_option(a, "--gpu-bandwidth", g.bandwidth);
   g.launch_s = option_double(a, "--launch-us", g.launch_s * 1e6) * 1e-6;

@@ -33,11 +33,18 @@ std::vector<std::string> kernel_shape_errors(const KernelShape& s, const GpuRoof
   return e;
 }
 
+double GpuRoof::attention(const KernelShape& s) const {
+  if (attention_flops > 0) return attention_flops;
+  const int hd = s.model.d_model / s.model.n_head;
+  return s.act_bytes == 2 && (hd == 64 || hd == 128) ? tensor_flops : vector_flops;
+}
+
 namespace {
 
 // Appends one kernel: `calls` launches per step, each of `flops` and `bytes`.
 struct Builder {
   const GpuRoof& g;
+  const KernelShape& s;
   KernelStep& k;
   void add(const std::string& name, const char* part, Unit u, double calls, double flops,
            double bytes) {
@@ -49,7 +56,7 @@ struct Builder {
     c.flops = calls * flops;
     c.bytes = calls * bytes;
     const double rate = u == Unit::Tensor      ? g.tensor_flops
-                        : u == Unit::Attention ? g.attention()
+                        : u == Unit::Attention ? g.attention(s)
                                                : g.vector_flops;
     c.compute_s = c.flops / rate;
     c.memory_s = c.bytes / g.bandwidth;
@@ -73,7 +80,7 @@ KernelStep kernel_step(const KernelShape& s, const GpuRoof& g) {
   const double Lm = L * mb;
 
   KernelStep k;
-  Builder b{g, k};
+  Builder b{g, s, k};
   // A GEMM out (N, OC) = in (N, IC) @ W (IC, OC): forward (+ bias), dX, dW (fp32, accumulated:
   // read and written), each operand moved once.
   auto gemm_fwd = [&](const std::string& n, double IC, double OC, bool bias, const char* part,

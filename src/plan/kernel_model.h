@@ -7,14 +7,18 @@
 
 namespace loom::plan {
 
+struct KernelShape;
+
 // The roofs of one GPU. Defaults: H100 SXM (dense bf16 tensor cores, fp32 CUDA cores, HBM3).
 struct GpuRoof {
-  double tensor_flops = 989e12;  // GEMMs (and attention unless attention_flops is set)
-  double attention_flops = 0;    // attention's matmuls; 0: tensor_flops
+  double tensor_flops = 989e12;  // GEMMs (and attention on tensor cores)
+  double attention_flops = 0;    // attention's matmuls; 0: as loom's kernels run them (below)
   double vector_flops = 67e12;   // elementwise and reduction kernels (fp32 CUDA cores)
   double bandwidth = 3.35e12;    // HBM bytes/s
   double launch_s = 3e-6;        // per kernel launch (and per device memset/copy)
-  double attention() const { return attention_flops > 0 ? attention_flops : tensor_flops; }
+  // attention_flops when set; else tensor_flops for 16-bit activations with head size 64 or 128
+  // (kernels/attention_tc.cu, tensor cores), vector_flops otherwise (the fp32 CUDA-core kernel).
+  double attention(const KernelShape& s) const;
 };
 
 // What one rank runs per optimizer step: m micro-batches of B sequences of T tokens through

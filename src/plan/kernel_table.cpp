@@ -47,7 +47,7 @@ std::string format_kernel_step(const KernelStep& k, const KernelShape& s, const 
   else
     o += "one GPU (tp = pp = dp = 1)\n";
   o += "GPU: " + fmt("%.4g", g.tensor_flops / 1e12) + " TFLOP/s tensor, " +
-       fmt("%.4g", g.attention() / 1e12) + " TFLOP/s attention matmuls, " +
+       fmt("%.4g", g.attention(s) / 1e12) + " TFLOP/s attention matmuls, " +
        fmt("%.4g", g.vector_flops / 1e12) + " TFLOP/s vector, " + fmt("%.4g", g.bandwidth / 1e9) +
        " GB/s, " + fmt("%.3g", g.launch_s * 1e6) + " us per launch\n";
   o += "time = max(FLOPs / FLOP/s of the unit, bytes / bandwidth) per kernel, every byte moved "

@@ -106,6 +106,7 @@ TEST(KernelModel, MfuIsModelFlopsOverStepTimesPeak) {
   GpuRoof g;
   g.bandwidth = 1e300;
   g.vector_flops = 1e300;
+  g.attention_flops = g.tensor_flops;  // head size 16 would run on CUDA cores (vector_flops)
   g.launch_s = 0;
   const KernelStep k = plan::kernel_step(small_shape(), g);
   EXPECT_EQ(k.model_flops, 69451776.0);
@@ -116,6 +117,19 @@ TEST(KernelModel, MfuIsModelFlopsOverStepTimesPeak) {
   const KernelStep r = plan::kernel_step(gpt2_124m_shape(), h);
   EXPECT_DOUBLE_EQ(r.mfu, 855166464.0 * 65536 / (r.step_s * 989e12));
   EXPECT_LT(r.mfu, r.mfu_roofline);
+}
+
+// Attention runs on tensor cores for 16-bit activations with head size 64 or 128
+// (kernels/attention_tc.cu) and on the fp32 CUDA-core kernel otherwise, unless a roof is given.
+TEST(KernelModel, AttentionRoofFollowsTheKernelLoomRuns) {
+  GpuRoof g;
+  KernelShape s = gpt2_124m_shape();
+  EXPECT_EQ(g.attention(s), g.tensor_flops) << "bf16, head size 64";
+  s.act_bytes = 4;
+  EXPECT_EQ(g.attention(s), g.vector_flops) << "fp32";
+  EXPECT_EQ(g.attention(small_shape()), g.vector_flops) << "head size 16";
+  g.attention_flops = 123e12;
+  EXPECT_EQ(g.attention(small_shape()), 123e12);
 }
 
 TEST(KernelModel, StepIsTheSumOfTheKernelsAndTheLaunches) {
@@ -204,6 +218,21 @@ TEST(KernelModelCli, PrintsTheTableForTheConfigsShape) {
   EXPECT_NE(out.find("16-bit activations"), std::string::npos) << out;  // cpu config -> bf16
   EXPECT_NE(out.find("classifier logits GEMM fwd"), std::string::npos) << out;
   EXPECT_NE(out.find("predicted MFU: "), std::string::npos) << out;
+}
+
+// fp32 activations run attention on CUDA cores unless --attention-flops says otherwise.
+TEST(KernelModelCli, AttentionRoofDefaultsToTheKernelThatRuns) {
+  std::string err;
+  const auto sets = std::vector<std::string>{"device=cuda", "train.dtype=fp32"};
+  EXPECT_NE(run_plan(kernels_args(sets), &err).find("67 TFLOP/s attention matmuls"),
+            std::string::npos);
+  cli::Args a = kernels_args(sets);
+  a.options["--attention-flops"] = "500e12";
+  EXPECT_NE(run_plan(a, &err).find("500 TFLOP/s attention matmuls"), std::string::npos);
+  EXPECT_NE(run_plan(kernels_args({}), &err).find("989 TFLOP/s attention matmuls"),
+            std::string::npos)
+      << "bf16, head size 64: tensor cores";
+  EXPECT_EQ(err, "");
 }
 
 TEST(KernelModelCli, BadInputIsOneClearError) {

@@ -36,6 +36,12 @@ inline int __syncthreads_or(int p) { return ::loom_emu::detail::barrier(1, p); }
 inline int __syncthreads_and(int p) { return ::loom_emu::detail::barrier(2, p); }
 inline int __syncthreads_count(int p) { return ::loom_emu::detail::barrier(3, p); }
 
+// A warp barrier that also orders the warp's shared-memory accesses before it against those
+// after it (the race checks: lanes exchanging data through shared memory need it, as on a GPU).
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::loom_emu::detail::warp_exchange(::loom_emu::detail::WarpOp::SyncWarp, mask, 0, 0, warpSize);
+}
+
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = warpSize) {
   using namespace ::loom_emu::detail;

@@ -20,7 +20,20 @@ struct Coords {
 };
 const Coords* coords();
 
-enum class WarpOp { ShflIdx, ShflXor, ShflDown, ShflUp, Ballot, Any, All };
+// SyncWarp is __syncwarp; the Wmma ops are the warp-collective nvcuda::wmma calls (<mma.h>).
+enum class WarpOp {
+  ShflIdx,
+  ShflXor,
+  ShflDown,
+  ShflUp,
+  Ballot,
+  Any,
+  All,
+  SyncWarp,
+  WmmaLoad,
+  WmmaStore,
+  WmmaMma
+};
 // Block barrier; returns the reduction `op` (0 none, 1 or, 2 and, 3 count) of pred over the block.
 int barrier(int op, int pred);
 // Warp rendezvous: every lane of the warp named in mask must arrive. Shuffles return the bits

@@ -32,4 +32,8 @@ struct Stats {
 };
 Stats stats();
 
+// Launches so far of kernels whose name, as written at the launch ("attention_kernel<64>"),
+// contains `name`: lets a test check which kernel a host function chose.
+uint64_t launches_of(const std::string& name);
+
 }  // namespace loom_emu
