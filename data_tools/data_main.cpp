@@ -183,8 +183,8 @@ int decode(const Options& o) {
     std::printf("\n");
     return 0;
   }
-  auto tk = tok::make_tokenizer(o.tokenizer.empty() ? "gpt2" : o.tokenizer, o.vocab, o.merges,
-                                o.pattern);
+  auto tk =
+      tok::make_tokenizer(o.tokenizer.empty() ? "gpt2" : o.tokenizer, o.vocab, o.merges, o.pattern);
   const std::string text = tk->decode(ids.data(), ids.size());
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

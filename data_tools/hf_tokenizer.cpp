@@ -7,7 +7,6 @@
 #include <unicode/stringpiece.h>
 
 #include <climits>
-
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -72,8 +71,8 @@ void read_pre_tokenizer(const std::string& path, const json& pre, HfTokenizer* o
                   refuse);
   const json& split = pre["pretokenizers"][0];
   const json& bl = pre["pretokenizers"][1];
-  LOOM_USER_CHECK(type_of(split) == "Split" && type_of(bl) == "ByteLevel", refuse, " (a Sequence of ",
-                  type_of(split), " and ", type_of(bl), ")");
+  LOOM_USER_CHECK(type_of(split) == "Split" && type_of(bl) == "ByteLevel", refuse,
+                  " (a Sequence of ", type_of(split), " and ", type_of(bl), ")");
   LOOM_USER_CHECK(!flag(bl, "use_regex", true) && !flag(bl, "add_prefix_space", false), refuse,
                   " (the ByteLevel after a Split must have use_regex and add_prefix_space false)");
   const json* regex = split.contains("pattern") && split["pattern"].is_object() &&
@@ -81,9 +80,10 @@ void read_pre_tokenizer(const std::string& path, const json& pre, HfTokenizer* o
                           ? &split["pattern"]["Regex"]
                           : nullptr;
   LOOM_USER_CHECK(regex && regex->is_string(), refuse, " (a Split without a Regex pattern)");
-  LOOM_USER_CHECK(split.value("behavior", std::string()) == "Isolated" && !flag(split, "invert", false),
-                  refuse, " (a Split with behavior ", json_brief(split.value("behavior", json())),
-                  "; only Isolated, not inverted)");
+  LOOM_USER_CHECK(
+      split.value("behavior", std::string()) == "Isolated" && !flag(split, "invert", false), refuse,
+      " (a Split with behavior ", json_brief(split.value("behavior", json())),
+      "; only Isolated, not inverted)");
   for (Pattern p : {Pattern::Gpt2, Pattern::Cl100k, Pattern::Qwen2, Pattern::O200k})
     if (regex->get<std::string>() == pattern_regex(p)) {
       out->pattern = p;
@@ -136,8 +136,8 @@ HfTokenizer load_hf_tokenizer(const std::string& path) {
   constexpr int64_t kMaxId = 1 << 24;  // bounds the tables whatever the file claims
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
     const int64_t id = it.value().is_number_integer() ? it.value().get<int64_t>() : -1;
-    LOOM_USER_CHECK(id >= 0 && id < kMaxId, path, ": model.vocab: token \"", it.key(),
-                    "\" has id ", json_brief(it.value()), " (expected 0..", kMaxId - 1, ")");
+    LOOM_USER_CHECK(id >= 0 && id < kMaxId, path, ": model.vocab: token \"", it.key(), "\" has id ",
+                    json_brief(it.value()), " (expected 0..", kMaxId - 1, ")");
     LOOM_USER_CHECK(byte_level_to_bytes(it.key(), &bytes), path, ": model.vocab: token \"",
                     it.key(), "\" is not written in the byte-level alphabet: ", kSupported);
     model->set_token(int32_t(id), bytes, false);
@@ -157,10 +157,10 @@ HfTokenizer load_hf_tokenizer(const std::string& path) {
       a = e[0].get<std::string>(), b = e[1].get<std::string>();
     }
     auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
-    LOOM_USER_CHECK(!a.empty() && !b.empty() && ia != vocab.end() && ib != vocab.end() &&
-                        im != vocab.end(),
-                    path, ": model.merges[", r, "] = ", json_brief(e),
-                    " is not a pair of vocabulary tokens whose join is a token");
+    LOOM_USER_CHECK(
+        !a.empty() && !b.empty() && ia != vocab.end() && ib != vocab.end() && im != vocab.end(),
+        path, ": model.merges[", r, "] = ", json_brief(e),
+        " is not a pair of vocabulary tokens whose join is a token");
     model->add_merge(ia->second, ib->second, int32_t(r), im->second);
   }
   const json added = j.value("added_tokens", json::array());
@@ -218,8 +218,8 @@ bool nfc_normalize(std::string_view text, std::string* out) {
     }
     UErrorCode q = U_ZERO_ERROR;
     icu::StringByteSink<std::string> sink(&result);
-    nfc->normalizeUTF8(0, icu::StringPiece(text.data() + start, int32_t(e - start)), sink,
-                       nullptr, q);
+    nfc->normalizeUTF8(0, icu::StringPiece(text.data() + start, int32_t(e - start)), sink, nullptr,
+                       q);
     LOOM_CHECK(U_SUCCESS(q), "ICU NFC normalization: ", u_errorName(q));
     changed = true;
   };

@@ -209,10 +209,14 @@ const uint8_t* char_bits_table() {
 
 std::unique_ptr<Splitter> make_splitter(Pattern p) {
   switch (p) {
-    case Pattern::Gpt2: return std::make_unique<Gpt2Splitter>();
-    case Pattern::Cl100k: return std::make_unique<Cl100kSplitter>(3);
-    case Pattern::Qwen2: return std::make_unique<Cl100kSplitter>(1);
-    case Pattern::O200k: return std::make_unique<O200kSplitter>();
+    case Pattern::Gpt2:
+      return std::make_unique<Gpt2Splitter>();
+    case Pattern::Cl100k:
+      return std::make_unique<Cl100kSplitter>(3);
+    case Pattern::Qwen2:
+      return std::make_unique<Cl100kSplitter>(1);
+    case Pattern::O200k:
+      return std::make_unique<O200kSplitter>();
   }
   return nullptr;
 }

@@ -29,12 +29,12 @@ const std::string& pattern_regex(Pattern p);
 
 // Property bits of one code point; invalid UTF-8 bytes have none (they are "other").
 enum CharBits : uint8_t {
-  kLetter = 1,    // \p{L}
-  kNumber = 2,    // \p{N}
-  kSpace = 4,     // \s (White_Space)
-  kUpperish = 8,  // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-  kLowerish = 16, // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
-  kNewline = 32,  // \r or \n
+  kLetter = 1,     // \p{L}
+  kNumber = 2,     // \p{N}
+  kSpace = 4,      // \s (White_Space)
+  kUpperish = 8,   // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+  kLowerish = 16,  // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+  kNewline = 32,   // \r or \n
 };
 // The bits of every code point 0..0x10FFFF, built once from ICU (thread-safe).
 const uint8_t* char_bits_table();

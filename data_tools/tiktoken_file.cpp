@@ -21,15 +21,18 @@ struct Special {
 // tiktoken's special tokens per encoding (the pattern names the encoding).
 std::vector<Special> specials_for(Pattern p) {
   switch (p) {
-    case Pattern::Gpt2: return {{"<|endoftext|>", 50256}};
+    case Pattern::Gpt2:
+      return {{"<|endoftext|>", 50256}};
     case Pattern::Cl100k:
       return {{"<|endoftext|>", 100257},
               {"<|fim_prefix|>", 100258},
               {"<|fim_middle|>", 100259},
               {"<|fim_suffix|>", 100260},
               {"<|endofprompt|>", 100276}};
-    case Pattern::O200k: return {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}};
-    case Pattern::Qwen2: break;
+    case Pattern::O200k:
+      return {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}};
+    case Pattern::Qwen2:
+      break;
   }
   throw UserError(str("the ", pattern_name(p),
                       " pattern belongs to tokenizer.json files, not to tiktoken rank files "
@@ -104,8 +107,10 @@ std::unique_ptr<RankBpeModel> load_tiktoken_file(const std::string& path, Patter
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const size_t sp = line.find(' ');
-    const std::string tok = line.substr(0, sp), num = sp == std::string::npos ? "" : line.substr(sp + 1);
-    bool ok = !num.empty() && num.size() <= 9 && num.find_first_not_of("0123456789") == std::string::npos;
+    const std::string tok = line.substr(0, sp),
+                      num = sp == std::string::npos ? "" : line.substr(sp + 1);
+    bool ok =
+        !num.empty() && num.size() <= 9 && num.find_first_not_of("0123456789") == std::string::npos;
     const int64_t rank = ok ? std::stoll(num) : -1;
     ok = ok && rank < kMaxRank;
     LOOM_USER_CHECK(ok && base64_decode(tok, &bytes), path, ":", line_no,

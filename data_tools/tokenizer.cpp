@@ -150,8 +150,7 @@ std::unique_ptr<Tokenizer> make_tiktoken(const std::string& path, const std::str
 std::unique_ptr<Tokenizer> make_hf(const std::string& path) {
   HfTokenizer hf = load_hf_tokenizer(path);
   return std::make_unique<RankTokenizer>(str("hf:", pattern_name(hf.pattern)), std::move(hf.model),
-                                         hf.pattern, hf.eod,
-                                         TextPrep{hf.nfc, hf.add_prefix_space});
+                                         hf.pattern, hf.eod, TextPrep{hf.nfc, hf.add_prefix_space});
 }
 
 }  // namespace
@@ -159,15 +158,15 @@ std::unique_ptr<Tokenizer> make_hf(const std::string& path) {
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& vocab,
                                           const std::string& merges, const std::string& pattern) {
   const bool tiktoken = type.rfind("tiktoken:", 0) == 0, hf = type.rfind("hf:", 0) == 0;
-  LOOM_USER_CHECK(type == "gpt2" || type == "bytes" || tiktoken || hf, "unknown tokenizer \"",
-                  type,
+  LOOM_USER_CHECK(type == "gpt2" || type == "bytes" || tiktoken || hf, "unknown tokenizer \"", type,
                   "\": choose gpt2 or bytes, tiktoken:FILE.tiktoken (a rank file) or "
                   "hf:FILE.json (a Hugging Face tokenizer.json)");
   LOOM_USER_CHECK(pattern.empty() || tiktoken, "a tokenizer pattern (\"", pattern,
                   "\") is for tiktoken:FILE only; ", type, " has its own");
   LOOM_USER_CHECK(!(tiktoken || hf) || (vocab.empty() && merges.empty()),
-                  "--vocab/--merges are the gpt2 tokenizer's files; ", type.substr(0, type.find(':')),
-                  " takes its file in --tokenizer ", type.substr(0, type.find(':')), ":FILE");
+                  "--vocab/--merges are the gpt2 tokenizer's files; ",
+                  type.substr(0, type.find(':')), " takes its file in --tokenizer ",
+                  type.substr(0, type.find(':')), ":FILE");
   if (type == "bytes") return std::make_unique<BytesTokenizer>();
   if (tiktoken || hf) {
     const std::string path = type.substr(type.find(':') + 1);
