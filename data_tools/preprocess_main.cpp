@@ -36,7 +36,8 @@ Tokenizes text corpora into a Megatron-LM compatible indexed dataset PREFIX.bin 
   --json-key K           JSONL field holding the text (default: text)
   --split-docs M         text files: file (one document per file, default) or paragraph
                          (one document per blank-line separated paragraph)
-  --append-eod           end every document with the EOD token (<|endoftext|>)
+  --append-eod           end every document with the EOD token (<|endoftext|>; a tokenizer.json's
+                         <|endoftext|>, <|end_of_text|>, </s> or <eos>)
   --skip-bad             count and skip malformed JSONL lines instead of stopping
   --workers N            tokenizing threads (default: the number of cores); the output is
                          byte-identical for every N
