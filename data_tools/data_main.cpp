@@ -16,22 +16,23 @@ namespace {
 
 const char* kUsage = R"(usage: loom-data COMMAND ...
 
-  inspect PREFIX [--tokenizer T [--vocab F --merges F]]
+  inspect PREFIX [--tokenizer T [--vocab F --merges F | --tokenizer-pattern P]]
       counts, document length distribution, token id summary and a consistency check of
       PREFIX.idx against PREFIX.bin; with a tokenizer, also the text of the most frequent ids,
       the EOD count and a check that every id is inside the vocabulary
-  decode PREFIX --doc I [--ids] [--tokenizer T [--vocab F --merges F]]
+  decode PREFIX --doc I [--ids] [--tokenizer T [--vocab F --merges F | --tokenizer-pattern P]]
       writes document I (0-based) to stdout as text (exact bytes, no newline added), or its
       ids with --ids; the tokenizer defaults to gpt2
   merge OUT IN...
       concatenates datasets of the same dtype into OUT.bin/.idx without re-tokenizing
 
-T is gpt2 or bytes; gpt2 files default to data/tokenizer/gpt2 (scripts/get_gpt2_tokenizer.sh).
+T is gpt2, bytes, tiktoken:FILE.tiktoken (P: r50k|cl100k|o200k, by default from the file name)
+or hf:tokenizer.json; gpt2 files default to data/tokenizer/gpt2 (scripts/get_gpt2_tokenizer.sh).
 )";
 
 struct Options {
   std::vector<std::string> positional;
-  std::string tokenizer, vocab, merges;
+  std::string tokenizer, vocab, merges, pattern;
   long long doc = -1;
   bool ids = false;
 };
@@ -50,6 +51,8 @@ Options parse(int argc, char** argv, int first) {
       o.vocab = next();
     else if (a == "--merges")
       o.merges = next();
+    else if (a == "--tokenizer-pattern")
+      o.pattern = next();
     else if (a == "--ids")
       o.ids = true;
     else if (a == "--doc") {
@@ -91,7 +94,7 @@ int inspect(const Options& o) {
   LOOM_USER_CHECK(o.positional.size() == 1, "inspect takes one PREFIX (see loom-data --help)");
   IndexedDataset ds(o.positional[0]);
   std::unique_ptr<tok::Tokenizer> tk;
-  if (!o.tokenizer.empty()) tk = tok::make_tokenizer(o.tokenizer, o.vocab, o.merges);
+  if (!o.tokenizer.empty()) tk = tok::make_tokenizer(o.tokenizer, o.vocab, o.merges, o.pattern);
   std::printf("dataset    %s\n", ds.prefix().c_str());
   std::printf("dtype      %s (code %d)\n", mmidx::dtype_name(ds.dtype()), int(ds.dtype()));
   std::printf("documents  %lld\nsequences  %lld\ntokens     %lld\n",
@@ -180,7 +183,8 @@ int decode(const Options& o) {
     std::printf("\n");
     return 0;
   }
-  auto tk = tok::make_tokenizer(o.tokenizer.empty() ? "gpt2" : o.tokenizer, o.vocab, o.merges);
+  auto tk =
+      tok::make_tokenizer(o.tokenizer.empty() ? "gpt2" : o.tokenizer, o.vocab, o.merges, o.pattern);
   const std::string text = tk->decode(ids.data(), ids.size());
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

@@ -18,19 +18,26 @@ namespace {
 const char* kUsage = R"(usage: loom-preprocess --input PATH... --output-prefix PREFIX [options]
 
 Tokenizes text corpora into a Megatron-LM compatible indexed dataset PREFIX.bin + PREFIX.idx
-(uint16 tokens when the vocabulary has fewer than 65500 ids, else int32).
+(uint16 tokens when the vocabulary has fewer than 65500 ids, else int32, as Megatron-LM does).
 
   --input PATH...        files, directories (searched recursively) or quoted globs of .txt,
                          .jsonl/.json (one JSON object per line), each optionally .gz;
                          may be repeated
   --output-prefix P      writes P.bin and P.idx (created under temporary names, renamed at the end)
-  --tokenizer T          gpt2 (default) or bytes (ids 0..255, EOD 256)
+  --tokenizer T          gpt2 (default), bytes (ids 0..255, EOD 256),
+                         tiktoken:FILE.tiktoken (a tiktoken rank file: cl100k_base, o200k_base,
+                         r50k_base; see scripts/get_tiktoken_ranks.sh) or
+                         hf:FILE.json (a byte-level BPE Hugging Face tokenizer.json: GPT-2,
+                         Llama 3, Qwen 2/3, ...)
+  --tokenizer-pattern P  tiktoken only: r50k, cl100k or o200k (pre-tokenization pattern and
+                         special tokens; default: from the rank file's name)
   --vocab F --merges F   GPT-2 files: encoder.json + vocab.bpe, or vocab.json + merges.txt
                          (default: data/tokenizer/gpt2, see scripts/get_gpt2_tokenizer.sh)
   --json-key K           JSONL field holding the text (default: text)
   --split-docs M         text files: file (one document per file, default) or paragraph
                          (one document per blank-line separated paragraph)
-  --append-eod           end every document with the EOD token (<|endoftext|>)
+  --append-eod           end every document with the EOD token (<|endoftext|>; a tokenizer.json's
+                         <|endoftext|>, <|end_of_text|>, </s> or <eos>)
   --skip-bad             count and skip malformed JSONL lines instead of stopping
   --workers N            tokenizing threads (default: the number of cores); the output is
                          byte-identical for every N
@@ -54,7 +61,7 @@ std::string mb(double bytes) {
 int run(int argc, char** argv) {
   PreprocessOptions opt;
   opt.workers = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::string tokenizer = "gpt2", vocab, merges;
+  std::string tokenizer = "gpt2", vocab, merges, pattern;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], value;
     const size_t eq = a.find('=');
@@ -85,6 +92,8 @@ int run(int argc, char** argv) {
       vocab = next();
     } else if (a == "--merges") {
       merges = next();
+    } else if (a == "--tokenizer-pattern") {
+      pattern = next();
     } else if (a == "--json-key") {
       opt.json_key = next();
     } else if (a == "--split-docs") {
@@ -103,7 +112,7 @@ int run(int argc, char** argv) {
   LOOM_USER_CHECK(!opt.output_prefix.empty(),
                   "--output-prefix is required (see loom-preprocess --help)");
   opt.progress = ::isatty(STDERR_FILENO) != 0;
-  auto tk = make_tokenizer(tokenizer, vocab, merges);
+  auto tk = make_tokenizer(tokenizer, vocab, merges, pattern);
   const PreprocessSummary s = preprocess(opt, *tk);
   std::printf(
       "loom-preprocess: %lld documents, %lld tokens (%s), %s of text from %lld file(s) in %.2f s "
