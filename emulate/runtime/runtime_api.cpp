@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -29,9 +30,19 @@ std::set<const void*>& events() {
   static std::set<const void*> s;
   return s;
 }
-std::set<const void*>& pinned() {
-  static std::set<const void*> s;
+// Page-locked host allocations: base -> bytes.
+std::map<const void*, size_t>& pinned() {
+  static std::map<const void*, size_t> s;
   return s;
+}
+// [p, p + bytes) inside one page-locked allocation.
+bool pinned_range(const void* p, size_t bytes) {
+  auto it = pinned().upper_bound(p);
+  if (it == pinned().begin()) return false;
+  --it;
+  const auto* base = static_cast<const char*>(it->first);
+  const auto* q = static_cast<const char*>(p);
+  return q + bytes <= base + it->second;
 }
 
 std::string hex(const void* p) {
@@ -92,6 +103,20 @@ cudaError_t copy(const char* call, void* dst, const void* src, size_t bytes, cud
                        std::string(call) + ": unknown cudaMemcpyKind " + std::to_string(kind));
   }
   if (e != cudaSuccess) return e;
+  if (capturing(s)) {
+    // A graph's copy node reads host memory when the graph runs: it must be page-locked.
+    const void* host = kind == cudaMemcpyHostToDevice   ? src
+                       : kind == cudaMemcpyDeviceToHost ? dst
+                                                        : nullptr;
+    if (kind == cudaMemcpyHostToHost || (host && !pinned_range(host, bytes)))
+      return refuse_in_capture(std::string(call) + " of pageable host memory");
+    record(s, [dst, src, bytes] {
+      DeviceWindow window;
+      std::memmove(dst, src, bytes);
+    });
+    return cudaSuccess;
+  }
+  if (s == nullptr && any_capture()) return refuse_in_capture(call);
   DeviceWindow window;
   std::memmove(dst, src, bytes);
   return cudaSuccess;
@@ -104,6 +129,14 @@ cudaError_t set(const char* call, void* p, int value, size_t bytes, cudaStream_t
   if (bytes == 0) return cudaSuccess;
   const cudaError_t e = check_device(call, "destination", p, bytes);
   if (e != cudaSuccess) return e;
+  if (capturing(s)) {
+    record(s, [p, value, bytes] {
+      DeviceWindow window;
+      std::memset(p, value, bytes);
+    });
+    return cudaSuccess;
+  }
+  if (s == nullptr && any_capture()) return refuse_in_capture(call);
   DeviceWindow window;
   std::memset(p, value, bytes);
   return cudaSuccess;
@@ -129,6 +162,7 @@ extern "C" {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaMalloc");
   if (!p) return api_error(cudaErrorInvalidValue);
   counters().allocations++;
   cudaError_t e;
@@ -139,21 +173,24 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 cudaError_t cudaFree(void* p) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaFree");
   return p ? device_free(p) : cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaMallocHost");
   *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!*p) return api_error(cudaErrorMemoryAllocation);
-  pinned().insert(*p);
+  pinned()[*p] = bytes;
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* p) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaFreeHost");
   if (!p) return cudaSuccess;
   if (!pinned().erase(p)) return api_error(cudaErrorInvalidValue, "cudaFreeHost: not pinned");
   std::free(p);
@@ -231,6 +268,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
 cudaError_t cudaDeviceSynchronize(void) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaDeviceSynchronize");
   return cudaSuccess;
 }
 
@@ -252,7 +290,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   if (is_device(p)) {
     a->type = cudaMemoryTypeDevice;
     a->devicePointer = const_cast<void*>(p);
-  } else if (pinned().count(p)) {
+  } else if (pinned_range(p, 1)) {
     a->type = cudaMemoryTypeHost;
     a->hostPointer = a->devicePointer = const_cast<void*>(p);
   } else {
@@ -286,6 +324,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaStreamSynchronize");
   if (!valid_stream(s))
     return api_error(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize: not a live stream");
   return cudaSuccess;
@@ -328,14 +367,22 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!events().count(e) || !valid_stream(s))
     return api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: bad event or stream");
   auto* ev = reinterpret_cast<Event*>(e);
-  ev->recorded = true;
-  ev->at = std::chrono::steady_clock::now();
+  auto mark = [ev] {
+    ev->recorded = true;
+    ev->at = std::chrono::steady_clock::now();
+  };
+  if (capturing(s)) {
+    record(s, mark);
+    return cudaSuccess;
+  }
+  mark();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaEventQuery/cudaEventSynchronize");
   if (!events().count(e)) return api_error(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
@@ -345,6 +392,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaEventQuery(e); }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   LOOM_EMU_LOCK;
   LOOM_EMU_STICKY;
+  if (any_capture()) return refuse_in_capture("cudaEventElapsedTime");
   if (!events().count(start) || !events().count(end))
     return api_error(cudaErrorInvalidResourceHandle);
   auto* a = reinterpret_cast<Event*>(start);

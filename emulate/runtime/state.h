@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -60,6 +61,15 @@ void restore_red_zones();
 
 // The null stream, or a stream created and not yet destroyed (runtime_api.cpp).
 bool valid_stream(cudaStream_t s);
+
+// ---- stream capture (graph.cpp) --------------------------------------------------------------
+// True while stream s captures: work enqueued on it is record()ed, not run.
+bool capturing(cudaStream_t s);
+bool any_capture();
+void record(cudaStream_t s, std::function<void()> op);
+// cudaSuccess outside a capture; during one, invalidates it and returns (reports) the error
+// that CUDA's global capture mode gives a call that could synchronize or allocate.
+cudaError_t refuse_in_capture(const std::string& call);
 
 // ---- the running kernel ----------------------------------------------------------------------
 struct Block;

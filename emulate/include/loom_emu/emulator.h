@@ -29,6 +29,7 @@ struct Stats {
   // reuses its plans and memory from one that builds or allocates again.
   uint64_t lt_heuristics = 0, lt_descs = 0, lt_layouts = 0;
   uint64_t allocations = 0;
+  uint64_t graph_launches = 0;  // cudaGraphLaunch calls
 };
 Stats stats();
 

@@ -1,6 +1,8 @@
 // Kernel launches in the CUDA emulator: LOOM_EMU_LAUNCH runs a grid on the host, block by block.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -29,6 +31,10 @@ using ThreadFn = void (*)(void* closure);
 // Checks the configuration (a bad one is a launch error for cudaGetLastError, as in CUDA) and
 // the pointer arguments, then runs every block: fn(closure) is one thread's kernel call.
 void launch(const LaunchInfo& info, ThreadFn fn, void* closure, const PointerArg* ptrs, int nptrs);
+// Stream capture (runtime/graph.cpp): while `stream` captures, a launch is recorded (with copies
+// of its arguments) and runs when the graph is launched.
+bool capturing(cudaStream_t stream);
+void record(cudaStream_t stream, std::function<void()> op);
 
 }  // namespace detail
 
@@ -44,16 +50,29 @@ class Launch {
   template <typename... A>
   void operator()(A&&... a) {
     using Args = std::tuple<std::decay_t<A>...>;
+    if (detail::capturing(info_.stream)) {  // run later, on copies (as a graph node keeps them)
+      auto args = std::make_shared<Args>(std::forward<A>(a)...);
+      auto body = std::make_shared<Body>(body_);
+      const detail::LaunchInfo info = info_;
+      detail::record(info_.stream, [info, body, args] { run(info, *body, *args); });
+      return;
+    }
     Args args(std::forward<A>(a)...);
-    detail::PointerArg ptrs[sizeof...(A) + 1];
+    run(info_, body_, args);
+  }
+
+ private:
+  template <typename Args>
+  static void run(const detail::LaunchInfo& info, Body& body, Args& args) {
+    detail::PointerArg ptrs[std::tuple_size_v<Args> + 1];
     int n = 0;
-    collect(args, ptrs, n, std::index_sequence_for<A...>{});
+    collect(args, ptrs, n, std::make_index_sequence<std::tuple_size_v<Args>>{});
     struct Closure {
       Body* body;
       Args* args;
-    } c{&body_, &args};
+    } c{&body, &args};
     detail::launch(
-        info_,
+        info,
         [](void* p) {
           auto* cl = static_cast<Closure*>(p);
           std::apply(*cl->body, *cl->args);
@@ -61,7 +80,6 @@ class Launch {
         &c, ptrs, n);
   }
 
- private:
   template <typename Tuple, size_t... I>
   static void collect(const Tuple& t, detail::PointerArg* out, int& n, std::index_sequence<I...>) {
     (add(std::get<I>(t), (int)I, out, n), ...);
