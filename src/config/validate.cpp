@@ -280,7 +280,18 @@ void check_data(const Config& cfg, Checker& c) {
 
 void check_tokenizer(const Config& cfg, Checker& c) {
   const TokenizerConfig& t = cfg.tokenizer;
-  if (!c.one_of("tokenizer.type", t.type, {"bytes", "gpt2"})) return;
+  const bool file_kind = t.type.rfind("tiktoken:", 0) == 0 || t.type.rfind("hf:", 0) == 0;
+  if (file_kind) {  // the file itself is read (and checked) by the tokenizer
+    if (t.type.find(':') + 1 == t.type.size())
+      c.add(str("tokenizer.type: '", t.type, "' names no file; e.g. ", t.type,
+                t.type[0] == 't' ? "data/tokenizer/cl100k_base.tiktoken"
+                                 : "data/tokenizer/llama3/tokenizer.json"));
+    if (!t.vocab.empty() || !t.merges.empty())
+      c.add(str("tokenizer.vocab/merges are for tokenizer.type gpt2; ", t.type,
+                " reads everything from its file: leave them empty"));
+    return;
+  }
+  if (!c.one_of("tokenizer.type", t.type, {"bytes", "gpt2", "tiktoken:FILE", "hf:FILE"})) return;
   if (t.type == "gpt2") {
     if (t.vocab.empty())
       c.add("tokenizer.vocab: '' is empty but tokenizer.type is gpt2; set the encoder.json path, "

@@ -385,6 +385,30 @@ TEST(ConfigValidate, Tokenizer) {
   c = base();
   c.model.vocab_size = 256;
   EXPECT_TRUE(reports(c, 1, {"model.vocab_size: 256", "tokenizer.type bytes", "257"}));
+  // Rank files and tokenizer.json name their file in the type and use no vocab/merges.
+  c = base();
+  c.tokenizer.type = "tiktoken:data/tokenizer/cl100k_base.tiktoken";
+  EXPECT_TRUE(loom::validate(c, 1).empty());
+  c.tokenizer.type = "hf:";
+  EXPECT_TRUE(reports(c, 1, {"tokenizer.type: 'hf:' names no file", "tokenizer.json"}));
+  c.tokenizer.type = "hf:t.json";
+  c.tokenizer.vocab = "v.json";
+  EXPECT_TRUE(reports(c, 1, {"tokenizer.vocab/merges are for tokenizer.type gpt2", "hf:t.json"}));
+}
+
+TEST(ConfigValidate, CudaGraph) {
+  Config c = base();
+  c.train.cuda_graph = true;
+  EXPECT_TRUE(reports(c, 1, {"train.cuda_graph: true needs device: cuda"}));
+  c.device = "cuda";
+  c.train.dtype = "fp16";  // auto loss scaling is dynamic in fp16
+  const auto errs = loom::validate(c, 2);
+  bool ranks = false, dynamic = false;
+  for (const std::string& e : errs) {
+    ranks |= e.find("captures a single-GPU step, but the grid has 2 ranks") != std::string::npos;
+    dynamic |= e.find("dynamic loss scaling") != std::string::npos;
+  }
+  EXPECT_TRUE(ranks && dynamic) << ::testing::PrintToString(errs);
 }
 
 TEST(ConfigValidate, Checkpoint) {
