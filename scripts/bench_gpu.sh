@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# bench_gpu.sh: loom's single-GPU training speed (tokens/s, ms/step, MFU) for GPT-2 124M and a larger GPT-2.
+# bench_gpu.sh: one call for a GPU session: the cuda tests, compute-sanitizer and a kernel profile
+# (scripts/gpu_checks.sh), then loom's single-GPU training speed (tokens/s, ms/step, MFU) for
+# GPT-2 124M and a larger GPT-2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,8 +10,12 @@ usage() {
 usage: scripts/bench_gpu.sh [--configs "124m 350m"] [--steps N] [--warmup W] [--dtype bf16]
                             [--micro-batch B] [--accum A] [--gpu I] [--peak FLOPS]
                             [--llmc-tps TOKENS_PER_S] [--build DIR] [--out DIR] [--cpu-dry-run]
-Trains each config for N steps on one GPU through `loom train` (device: cuda) on random tokens,
-drops the first W steps (warm-up), and prints per config the median tokens/s, ms/step and MFU.
+                            [--no-checks] [--cuda-graph]
+First the checks (scripts/gpu_checks.sh: the cuda tests, none skipped; compute-sanitizer's
+memcheck, racecheck, synccheck and initcheck; a per-kernel profile of two steps), then trains
+each config for N steps on one GPU through `loom train` (device: cuda) on random tokens, drops
+the first W steps (warm-up), and prints per config the median tokens/s, ms/step and MFU. All in
+under 10 minutes on an H100 for the default configs.
   configs  124m: GPT-2 small  (12 layers, 12 heads, d_model  768), T=1024, micro-batch 16 x 4
          350m: GPT-2 medium (24 layers, 16 heads, d_model 1024), T=1024, micro-batch  8 x 8
          774m: GPT-2 large  (36 layers, 20 heads, d_model 1280), T=1024, micro-batch  4 x 16
@@ -24,17 +30,21 @@ drops the first W steps (warm-up), and prints per config the median tokens/s, ms
   --peak FLOPS     per-GPU peak for MFU (default: the datasheet table below, by GPU name)
   --llmc-tps X     llm.c's tokens/s for GPT-2 124M on the same GPU model, to compare against
   --build DIR      CUDA build folder (default build-cuda; configured with -DLOOM_CUDA=ON and
-                   built when loom is missing there)
+                   built when loom is missing there), or a bundle from scripts/gpu_bundle.sh
+                   (gpu-bundle: for a GPU machine without loom's build dependencies)
+  --no-checks      the benchmarks only
+  --cuda-graph     train with train.cuda_graph: true (the step captured once, then replayed)
   --out DIR        results folder (default bench_results/gpu_<date>_<time>)
   --cpu-dry-run    check this script on a machine without a GPU: the same steps on loom's cpu
-                   backend (fp32) with a tiny model; its figures are not GPU figures
+                   backend (fp32) with a tiny model (its figures are not GPU figures), and the
+                   cuda tests of build-emu (the CPU execution mode) when it has them
 MFU = flops_per_token x tokens_per_s / peak, flops_per_token = 6 x (parameters - position
 embeddings) + 12 x n_layer x d_model x seq_len (src/train/flops.cpp, the figure loom logs).
 EOF
 }
 
 CONFIGS="124m 350m" STEPS=30 WARMUP=10 DTYPE=bf16 MB="" ACCUM="" GPU=0 PEAK="" LLMC_TPS=""
-BUILD=build-cuda OUT="" DRY=0
+BUILD=build-cuda OUT="" DRY=0 CHECKS=1 GRAPH=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --configs) CONFIGS="$2"; shift 2 ;;
@@ -49,6 +59,8 @@ while [[ $# -gt 0 ]]; do
     --build) BUILD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --cpu-dry-run) DRY=1; shift ;;
+    --no-checks) CHECKS=0; shift ;;
+    --cuda-graph) GRAPH=true; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -107,7 +119,7 @@ if [[ ! -x "$LOOM" ]]; then
   else
     if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
     command -v nvcc >/dev/null ||
-      fail "no nvcc: install the CUDA toolkit (or pass --build DIR of an existing CUDA build)"
+      fail "no nvcc: install the CUDA toolkit (or pass --build DIR of an existing CUDA build or of a bundle from scripts/gpu_bundle.sh)"
     echo "building loom with CUDA into $BUILD ..."
     cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON >"/tmp/bench_gpu_cmake.$$.log" 2>&1 ||
       { tail -20 "/tmp/bench_gpu_cmake.$$.log" >&2; fail "cmake failed (log above)"; }
@@ -127,6 +139,23 @@ fi
 [[ -n "$OUT" ]] || OUT="bench_results/gpu_$(date +%Y%m%d_%H%M%S)"
 mkdir -p "$OUT"
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+# ---- checks: tests, compute-sanitizer, kernel profile ---------------------------------------
+CHECKS_STATUS=0
+if [[ $CHECKS == 1 ]]; then
+  if [[ $DRY == 1 ]]; then
+    if [[ -x build-emu/tests/test_cuda_kernels ]]; then
+      scripts/gpu_checks.sh --bin build-emu/tests --loom "$LOOM" --out "$OUT/checks" --emulated ||
+        CHECKS_STATUS=1
+    else
+      echo "checks: build-emu has no cuda tests (./scripts/test_cuda_emulated.sh builds them); skipped"
+    fi
+  else
+    TBIN="$BUILD/tests"
+    [[ -x "$BUILD/bin/test_cuda_kernels" ]] && TBIN="$BUILD/bin"  # a bundle
+    scripts/gpu_checks.sh --bin "$TBIN" --loom "$LOOM" --out "$OUT/checks" || CHECKS_STATUS=1
+  fi
+fi
 
 # name: layers heads d_model seq_len micro-batch accumulation label
 shape() {
@@ -186,6 +215,7 @@ for c in $CONFIGS; do
         --set "data.train=[$DATA]" --set "data.valid=[]" --set checkpoint.save_interval=0
         --set checkpoint.resume=none --set "run.name=bench_gpu_$c" --set "run.dir=$dir"
         --set optimizer.warmup_steps=0 --set optimizer.schedule=constant)
+  [[ $GRAPH == false ]] || args+=(--set train.cuda_graph=true)
   [[ "$PEAK_SOURCE" != "--peak" ]] || args+=(--set "log.peak_flops=$PEAK")
   echo "$c: $LOOM ${args[*]}" >>"$OUT/commands.txt"
   echo "running $c ($LABEL, micro-batch $B x $A per step, $STEPS steps) ..."
@@ -304,4 +334,8 @@ with open(f"{out}/results.md", "w") as fh:
     fh.write(open(f"{out}/header.txt").read() + "\n" + "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n")
 PY
 echo "results: $OUT/results.md, $OUT/results.json (logs and metrics.jsonl per config under $OUT)"
+if [[ $CHECKS == 1 && $CHECKS_STATUS != 0 ]]; then
+  echo "bench_gpu.sh: some checks failed: $OUT/checks/checks.md" >&2
+  status=1
+fi
 exit $status
