@@ -225,36 +225,36 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int rl = warp * R + r, s = k0 + rl;
-      if (s >= g.T || q0 + kTile - 1 < s) continue;  // warp-uniform: no query t >= s here
-      const int t = q0 + lane;
-      float p = 0.0f, ds = 0.0f;
-      if (t >= s && t < g.T) {
-        float qk = 0.0f, dp = 0.0f;
+      for (int r = 0; r < R; r++) {
+        const int rl = warp * R + r, s = k0 + rl;
+        if (s >= g.T || q0 + kTile - 1 < s) continue;  // warp-uniform: no query t >= s here
+        const int t = q0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (t >= s && t < g.T) {
+          float qk = 0.0f, dp = 0.0f;
 #pragma unroll 16
-        for (int d = 0; d < D; d++) {
-          qk += sq[lane * P + d] * sk[rl * D + d];
-          dp += sdo[lane * P + d] * sv[rl * D + d];
+          for (int d = 0; d < D; d++) {
+            qk += sq[lane * P + d] * sk[rl * D + d];
+            dp += sdo[lane * P + d] * sv[rl * D + d];
+          }
+          p = expf(qk * scale - slse[lane]);
+          ds = p * (dp - sdelta[lane]);
         }
-        p = expf(qk * scale - slse[lane]);
-        ds = p * (dp - sdelta[lane]);
-      }
-      const int ibeg = max(0, s - q0), iend = min(kTile, g.T - q0);  // queries with t >= s, t < T
-      for (int i = ibeg; i < iend; i++) {
-        const float pi = __shfl_sync(kFullMask, p, i);
-        const float dsi = __shfl_sync(kFullMask, ds, i);
+        const int ibeg = max(0, s - q0), iend = min(kTile, g.T - q0);  // queries with t >= s, t < T
+        for (int i = ibeg; i < iend; i++) {
+          const float pi = __shfl_sync(kFullMask, p, i);
+          const float dsi = __shfl_sync(kFullMask, ds, i);
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-          const int d = lane + 32 * e;
-          if (d < D) {
-            dv[r][e] += pi * sdo[i * P + d];
-            dk[r][e] += dsi * sq[i * P + d];
+          for (int e = 0; e < E; e++) {
+            const int d = lane + 32 * e;
+            if (d < D) {
+              dv[r][e] += pi * sdo[i * P + d];
+              dk[r][e] += dsi * sq[i * P + d];
+            }
           }
         }
       }
     }
-  }
   }
 #pragma unroll
   for (int r = 0; r < R; r++) {
