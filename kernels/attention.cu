@@ -4,46 +4,12 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/attention_fallback.cuh"
 #include "kernels/attention_tc.cuh"
 #include "kernels/cuda_common.cuh"
 
 namespace loom::cuda {
 namespace {
-
-// Layout: qkv (B, T, 3C), q|k|v blocks of C columns, head h at columns [h*D, (h+1)*D).
-// A warp works on one query (or key) row at a time; lane j of the warp takes key (or query) j of
-// a 32-wide tile for the dot products, and output dimensions d = lane + 32 e for accumulation.
-// Shared tiles whose rows are read by different lanes at the same d are padded to D + 1 floats
-// (conflict-free); tiles read as warp-wide broadcasts are not.
-constexpr int kWarps = 8;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kTile = 32;  // keys (forward, dQ) or queries (dK/dV) per shared tile
-
-// Rows per warp: more reuse of a shared tile for small heads; shared memory stays < 48 KiB.
-template <int D>
-__host__ __device__ constexpr int rows_fwd() {
-  return D <= 64 ? 4 : 2;
-}
-template <int D>
-__host__ __device__ constexpr int rows_bwd() {
-  return D <= 64 ? 4 : 1;
-}
-
-struct Dims {
-  int B, T, C, NH;
-};
-
-// Copies rows [r0, r0 + nrows) of one head's q, k or v block (col offset `which` * C) into a
-// shared tile of row pitch P, as fp32; rows >= T become 0. All threads of the block call it.
-template <int D, int P, typename T>
-__device__ __forceinline__ void load_tile(float* dst, const T* head_base, int r0, int nrows,
-                                          const Dims& g) {
-  const size_t C3 = 3 * (size_t)g.C;
-  for (int i = threadIdx.x; i < nrows * D; i += kThreads) {
-    const int r = i / D, d = i % D, t = r0 + r;
-    dst[r * P + d] = t < g.T ? to_f32(head_base[(size_t)t * C3 + d]) : 0.0f;
-  }
-}
 
 // out (B, T, C) and lse (B, NH, T). Block: (query tile of kWarps*R rows, b*NH + h).
 template <int D, typename T>
@@ -57,8 +23,10 @@ __global__ void __launch_bounds__(kThreads)
   const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // longest rows first
   const float scale = 1.0f / sqrtf((float)D);
-  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
-  load_tile<D, D>(sq, base, q0, BR, g);
+  const T* qb = qkv + g.q_off(b, h, D);
+  const T* kb = qkv + g.k_off(b, h, D);
+  const T* vb = qkv + g.v_off(b, h, D);
+  load_tile<D, D>(sq, qb, q0, BR, g);
 
   float o[R][E], mrow[R], lrow[R];
 #pragma unroll
@@ -71,8 +39,8 @@ __global__ void __launch_bounds__(kThreads)
   const int kend = min(g.T, q0 + BR);  // keys [0, kend) are visible to some row of the tile
   for (int k0 = 0; k0 < kend; k0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<D, P>(sk, base + g.C, k0, kTile, g);
-    load_tile<D, P>(sv, base + 2 * g.C, k0, kTile, g);
+    load_tile<D, P>(sk, kb, k0, kTile, g);
+    load_tile<D, P>(sv, vb, k0, kTile, g);
     __syncthreads();  // tiles (and sq on the first pass) are complete
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -149,8 +117,10 @@ __global__ void __launch_bounds__(kThreads)
   const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;
   const float scale = 1.0f / sqrtf((float)D);
-  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
-  load_tile<D, D>(sq, base, q0, BR, g);
+  const T* qb = qkv + g.q_off(b, h, D);
+  const T* kb = qkv + g.k_off(b, h, D);
+  const T* vb = qkv + g.v_off(b, h, D);
+  load_tile<D, D>(sq, qb, q0, BR, g);
   // dout has row stride C, not 3C: its own loop.
   for (int i = threadIdx.x; i < BR * D; i += kThreads) {
     const int r = i / D, d = i % D, t = q0 + r;
@@ -168,8 +138,8 @@ __global__ void __launch_bounds__(kThreads)
   const int kend = min(g.T, q0 + BR);
   for (int k0 = 0; k0 < kend; k0 += kTile) {
     __syncthreads();
-    load_tile<D, P>(sk, base + g.C, k0, kTile, g);
-    load_tile<D, P>(sv, base + 2 * g.C, k0, kTile, g);
+    load_tile<D, P>(sk, kb, k0, kTile, g);
+    load_tile<D, P>(sv, vb, k0, kTile, g);
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -202,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < R; r++) {
     const int t = q0 + warp * R + r;
     if (t >= g.T) continue;
-    T* row = dqkv + ((size_t)b * g.T + t) * 3 * g.C + (size_t)h * D;
+    T* row = dqkv + g.q_off(b, h, D) + (size_t)t * g.row;
 #pragma unroll
     for (int e = 0; e < E; e++) {
       const int d = lane + 32 * e;
@@ -211,8 +181,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dK, dV rows of a key tile: dv_s = sum_{t>=s} P_ts do_t, dk_s = scale * sum_{t>=s} dS_ts q_t.
-// Lane i of a warp takes query q0 + i of a 32-wide query tile.
+// dK, dV rows of a key tile of kv head kvh: dv_s = sum_h sum_{t>=s} P_ts do_t, dk_s = scale *
+// sum_h sum_{t>=s} dS_ts q_t over the query heads h of its group, in head order then query order
+// (fixed: deterministic). Block: (key tile, b*NKV + kvh). Lane i of a warp takes query q0 + i of
+// a 32-wide query tile.
 template <int D, typename T>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse,
@@ -225,58 +197,60 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float slse[kTile];
   __shared__ float sdelta[kTile];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int group = g.NH / g.NKV, b = blockIdx.y / g.NKV, h0 = (blockIdx.y % g.NKV) * group;
   const int k0 = blockIdx.x * BK;  // blocks of early keys have the most work: launched first
   const float scale = 1.0f / sqrtf((float)D);
-  const T* base = qkv + (size_t)b * g.T * 3 * g.C + (size_t)h * D;
-  load_tile<D, D>(sk, base + g.C, k0, BK, g);
-  load_tile<D, D>(sv, base + 2 * g.C, k0, BK, g);
+  load_tile<D, D>(sk, qkv + g.k_off(b, h0, D), k0, BK, g);
+  load_tile<D, D>(sv, qkv + g.v_off(b, h0, D), k0, BK, g);
   float dk[R][E], dv[R][E];
 #pragma unroll
   for (int r = 0; r < R; r++) {
 #pragma unroll
     for (int e = 0; e < E; e++) dk[r][e] = dv[r][e] = 0.0f;
   }
-  for (int q0 = (k0 / kTile) * kTile; q0 < g.T; q0 += kTile) {
-    __syncthreads();
-    load_tile<D, P>(sq, base, q0, kTile, g);
-    for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
-      const int r = i / D, d = i % D, t = q0 + r;
-      sdo[r * P + d] =
-          t < g.T ? to_f32(dout[((size_t)b * g.T + t) * g.C + (size_t)h * D + d]) : 0.0f;
-    }
-    if (threadIdx.x < kTile) {
-      const int t = q0 + threadIdx.x;
-      slse[threadIdx.x] = t < g.T ? lse[(size_t)bh * g.T + t] : 0.0f;
-      sdelta[threadIdx.x] = t < g.T ? delta[(size_t)bh * g.T + t] : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-      const int rl = warp * R + r, s = k0 + rl;
-      if (s >= g.T || q0 + kTile - 1 < s) continue;  // warp-uniform: no query t >= s here
-      const int t = q0 + lane;
-      float p = 0.0f, ds = 0.0f;
-      if (t >= s && t < g.T) {
-        float qk = 0.0f, dp = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < D; d++) {
-          qk += sq[lane * P + d] * sk[rl * D + d];
-          dp += sdo[lane * P + d] * sv[rl * D + d];
-        }
-        p = expf(qk * scale - slse[lane]);
-        ds = p * (dp - sdelta[lane]);
+  for (int h = h0; h < h0 + group; h++) {
+    const int bh = b * g.NH + h;
+    for (int q0 = (k0 / kTile) * kTile; q0 < g.T; q0 += kTile) {
+      __syncthreads();
+      load_tile<D, P>(sq, qkv + g.q_off(b, h, D), q0, kTile, g);
+      for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
+        const int r = i / D, d = i % D, t = q0 + r;
+        sdo[r * P + d] =
+            t < g.T ? to_f32(dout[((size_t)b * g.T + t) * g.C + (size_t)h * D + d]) : 0.0f;
       }
-      const int ibeg = max(0, s - q0), iend = min(kTile, g.T - q0);  // queries with t >= s, t < T
-      for (int i = ibeg; i < iend; i++) {
-        const float pi = __shfl_sync(kFullMask, p, i);
-        const float dsi = __shfl_sync(kFullMask, ds, i);
+      if (threadIdx.x < kTile) {
+        const int t = q0 + threadIdx.x;
+        slse[threadIdx.x] = t < g.T ? lse[(size_t)bh * g.T + t] : 0.0f;
+        sdelta[threadIdx.x] = t < g.T ? delta[(size_t)bh * g.T + t] : 0.0f;
+      }
+      __syncthreads();
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-          const int d = lane + 32 * e;
-          if (d < D) {
-            dv[r][e] += pi * sdo[i * P + d];
-            dk[r][e] += dsi * sq[i * P + d];
+      for (int r = 0; r < R; r++) {
+        const int rl = warp * R + r, s = k0 + rl;
+        if (s >= g.T || q0 + kTile - 1 < s) continue;  // warp-uniform: no query t >= s here
+        const int t = q0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (t >= s && t < g.T) {
+          float qk = 0.0f, dp = 0.0f;
+#pragma unroll 16
+          for (int d = 0; d < D; d++) {
+            qk += sq[lane * P + d] * sk[rl * D + d];
+            dp += sdo[lane * P + d] * sv[rl * D + d];
+          }
+          p = expf(qk * scale - slse[lane]);
+          ds = p * (dp - sdelta[lane]);
+        }
+        const int ibeg = max(0, s - q0), iend = min(kTile, g.T - q0);  // queries with t >= s, t < T
+        for (int i = ibeg; i < iend; i++) {
+          const float pi = __shfl_sync(kFullMask, p, i);
+          const float dsi = __shfl_sync(kFullMask, ds, i);
+#pragma unroll
+          for (int e = 0; e < E; e++) {
+            const int d = lane + 32 * e;
+            if (d < D) {
+              dv[r][e] += pi * sdo[i * P + d];
+              dk[r][e] += dsi * sq[i * P + d];
+            }
           }
         }
       }
@@ -286,13 +260,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < R; r++) {
     const int s = k0 + warp * R + r;
     if (s >= g.T) continue;
-    T* row = dqkv + ((size_t)b * g.T + s) * 3 * g.C + (size_t)h * D;
+    T* krow = dqkv + g.k_off(b, h0, D) + (size_t)s * g.row;
+    T* vrow = dqkv + g.v_off(b, h0, D) + (size_t)s * g.row;
 #pragma unroll
     for (int e = 0; e < E; e++) {
       const int d = lane + 32 * e;
       if (d < D) {
-        row[g.C + d] = from_f32<T>(dk[r][e] * scale);
-        row[2 * g.C + d] = from_f32<T>(dv[r][e]);
+        krow[d] = from_f32<T>(dk[r][e] * scale);
+        vrow[d] = from_f32<T>(dv[r][e]);
       }
     }
   }
@@ -314,50 +289,30 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const float* lse, con
   LOOM_LAUNCH(attention_backward_dq_kernel<D>, grid, kThreads, 0, s)
   (dqkv, dout, qkv, lse, delta, g);
   LOOM_CUDA_CHECK_LAUNCH();
-  LOOM_LAUNCH(attention_backward_dkv_kernel<D>, grid, kThreads, 0, s)
+  const dim3 kv_grid(grid.x, (unsigned)(g.B * g.NKV));
+  LOOM_LAUNCH(attention_backward_dkv_kernel<D>, kv_grid, kThreads, 0, s)
   (dqkv, dout, qkv, lse, delta, g);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-Dims check_dims(int B, int T, int C, int NH) {
-  LOOM_CUDA_REQUIRE(B > 0 && T > 0 && NH > 0 && C % NH == 0,
-                    "attention: need B, T, NH > 0 and NH dividing C");
-  const int D = C / NH;
-  LOOM_CUDA_REQUIRE(D == 16 || D == 32 || D == 64 || D == 128,
-                    "attention: head size C/NH must be 16, 32, 64 or 128");
-  LOOM_CUDA_REQUIRE((long long)B * NH <= 65535, "attention: B * NH must be <= 65535");
-  return Dims{B, T, C, NH};
-}
-
-// f(std::integral_constant<int, D>{}) for the head size D = C / NH (checked by check_dims).
-template <typename F>
-void by_head_size(int D, F&& f) {
-  using std::integral_constant;
-  D == 16   ? f(integral_constant<int, 16>{})
-  : D == 32 ? f(integral_constant<int, 32>{})
-  : D == 64 ? f(integral_constant<int, 64>{})
-            : f(integral_constant<int, 128>{});
-}
-
 template <typename H>
-void forward(H* out, float* lse, const H* qkv, int B, int T_, int C, int NH, void* stream) {
-  const Dims g = check_dims(B, T_, C, NH);
-  const int D = C / NH;
+void forward(H* out, float* lse, const H* qkv, int B, int T_, int NH, int NKV, int D,
+             void* stream) {
+  const Dims g = check_dims(B, T_, NH, NKV, D);
   auto o = dev_ptr(out);
   auto x = dev_ptr(qkv);
   auto s = as_stream(stream);
   if constexpr (sizeof(H) == 2) {  // bf16/fp16, D = 64 or 128: tensor cores (attention_tc.cu)
     if (attention_uses_tensor_cores(D, 2) && tc::takes(D, out, qkv, out, qkv))
-      return tc::forward(o, lse, x, tc::attn_layout(B, T_, NH, /*NKV=*/NH, D), s);
+      return tc::forward(o, lse, x, tc::attn_layout(B, T_, NH, NKV, D), s);
   }
   by_head_size(D, [&](auto d) { launch_forward<decltype(d)::value>(o, lse, x, g, s); });
 }
 
 template <typename H>
 void backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, const float* lse,
-              int B, int T_, int C, int NH, void* stream) {
-  const Dims g = check_dims(B, T_, C, NH);
-  const int D = C / NH;
+              int B, int T_, int NH, int NKV, int D, void* stream) {
+  const Dims g = check_dims(B, T_, NH, NKV, D);
   cudaStream_t s = as_stream(stream);
   const size_t rows = (size_t)B * T_ * NH;
   LOOM_LAUNCH(attention_delta_kernel, (unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s)
@@ -368,39 +323,41 @@ void backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, 
   auto x = dev_ptr(qkv);
   if constexpr (sizeof(H) == 2) {
     if (attention_uses_tensor_cores(D, 2) && tc::takes(D, dqkv, dout, qkv, out))
-      return tc::backward(dx, go, x, lse, delta, tc::attn_layout(B, T_, NH, /*NKV=*/NH, D), s);
+      return tc::backward(dx, go, x, lse, delta, tc::attn_layout(B, T_, NH, NKV, D), s);
   }
   by_head_size(D,
                [&](auto d) { launch_backward<decltype(d)::value>(dx, go, x, lse, delta, g, s); });
 }
 
+// C = NH * D: the multi-head entry points are the grouped ones with NKV = NH.
+int head_size(int C, int NH) {
+  LOOM_CUDA_REQUIRE(NH > 0 && C % NH == 0, "attention: need NH > 0 dividing C");
+  return C / NH;
+}
+
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
-                       void* stream) {
-  forward(out, lse, qkv, B, T, C, NH, stream);
-}
-void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
-                       void* stream) {
-  forward(out, lse, qkv, B, T, C, NH, stream);
-}
-void attention_forward(f16* out, float* lse, const f16* qkv, int B, int T, int C, int NH,
-                       void* stream) {
-  forward(out, lse, qkv, B, T, C, NH, stream);
-}
-void attention_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
-                        const float* out, const float* lse, int B, int T, int C, int NH,
-                        void* stream) {
-  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
-}
-void attention_backward(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv,
-                        const bf16* out, const float* lse, int B, int T, int C, int NH,
-                        void* stream) {
-  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
-}
-void attention_backward(f16* dqkv, float* delta, const f16* dout, const f16* qkv, const f16* out,
-                        const float* lse, int B, int T, int C, int NH, void* stream) {
-  backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, stream);
-}
+#define LOOM_ATTENTION_ENTRY_POINTS(H)                                                          \
+  void attention_forward(H* out, float* lse, const H* qkv, int B, int T, int C, int NH,         \
+                         void* stream) {                                                        \
+    forward(out, lse, qkv, B, T, NH, NH, head_size(C, NH), stream);                             \
+  }                                                                                             \
+  void attention_forward_gqa(H* out, float* lse, const H* qkv, int B, int T, int NH, int NKV,   \
+                             int D, void* stream) {                                             \
+    forward(out, lse, qkv, B, T, NH, NKV, D, stream);                                           \
+  }                                                                                             \
+  void attention_backward(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out,     \
+                          const float* lse, int B, int T, int C, int NH, void* stream) {        \
+    backward(dqkv, delta, dout, qkv, out, lse, B, T, NH, NH, head_size(C, NH), stream);         \
+  }                                                                                             \
+  void attention_backward_gqa(H* dqkv, float* delta, const H* dout, const H* qkv, const H* out, \
+                              const float* lse, int B, int T, int NH, int NKV, int D,           \
+                              void* stream) {                                                   \
+    backward(dqkv, delta, dout, qkv, out, lse, B, T, NH, NKV, D, stream);                       \
+  }
+LOOM_ATTENTION_ENTRY_POINTS(float)
+LOOM_ATTENTION_ENTRY_POINTS(bf16)
+LOOM_ATTENTION_ENTRY_POINTS(f16)
+#undef LOOM_ATTENTION_ENTRY_POINTS
 
 }  // namespace loom::cuda

@@ -1,5 +1,6 @@
 // Causal multi-head self-attention over a fused qkv activation, forward and backward.
 #pragma once
+#include <cstddef>
 
 namespace loom::cpu {
 
@@ -12,6 +13,24 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 // dqkv (B, T, 3*C) = gradient w.r.t. qkv (overwritten). scratch: at least B*NH*T*T floats.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH);
+
+// B*NH*T*T floats (dS) when NKV == NH; with groups also 2*T*D per (b, kv head) for the per-head
+// dK, dV before they are added in head order.
+size_t attention_backward_scratch_floats(int B, int T, int NH, int NKV, int D);
+
+// Grouped-query attention: qkv (B, T, (NH + 2*NKV) * D) = [q heads (NH*D) | k heads (NKV*D) |
+// v heads (NKV*D)], NKV dividing NH; query head h reads kv head h / (NH / NKV). NKV == NH is the
+// multi-head layout above (C = NH*D), NKV == 1 multi-query attention. out (B, T, NH*D), att
+// (B, NH, T, T) as above. The functions above are these with NKV = NH, D = C / NH.
+void attention_forward_gqa(float* out, float* att, const float* qkv, int B, int T, int NH, int NKV,
+                           int D);
+
+// dqkv (B, T, (NH + 2*NKV) * D) overwritten; dK and dV of a kv head are the sums over the query
+// heads of its group, added head by head in increasing order (each head's own sum over query
+// tiles first): the bits of multi-head attention on repeated kv heads summed in that order.
+// scratch: at least attention_backward_scratch_floats(B, T, NH, NKV, D) floats.
+void attention_backward_gqa(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                            const float* att, int B, int T, int NH, int NKV, int D);
 
 }  // namespace loom::cpu
 
@@ -48,6 +67,25 @@ void attention_backward(bf16* dqkv, float* delta, const bf16* dout, const bf16* 
                         void* stream);
 void attention_backward(f16* dqkv, float* delta, const f16* dout, const f16* qkv, const f16* out,
                         const float* lse, int B, int T, int C, int NH, void* stream);
+
+// Grouped-query twins on the (B, T, (NH + 2*NKV) * D) layout of the cpu twins (head size D as
+// above, NKV dividing NH); the functions above are these with NKV = NH, D = C / NH. lse and delta
+// stay (B, NH, T). dK and dV of a kv head sum its group's query heads in a fixed order.
+void attention_forward_gqa(float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV,
+                           int D, void* stream);
+void attention_forward_gqa(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV,
+                           int D, void* stream);
+void attention_forward_gqa(f16* out, float* lse, const f16* qkv, int B, int T, int NH, int NKV,
+                           int D, void* stream);
+void attention_backward_gqa(float* dqkv, float* delta, const float* dout, const float* qkv,
+                            const float* out, const float* lse, int B, int T, int NH, int NKV,
+                            int D, void* stream);
+void attention_backward_gqa(bf16* dqkv, float* delta, const bf16* dout, const bf16* qkv,
+                            const bf16* out, const float* lse, int B, int T, int NH, int NKV, int D,
+                            void* stream);
+void attention_backward_gqa(f16* dqkv, float* delta, const f16* dout, const f16* qkv,
+                            const f16* out, const float* lse, int B, int T, int NH, int NKV, int D,
+                            void* stream);
 
 }  // namespace loom::cuda
 #endif  // LOOM_HAVE_CUDA
