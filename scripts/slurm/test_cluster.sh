@@ -30,8 +30,8 @@ install_packages() {
   [ ${#missing[@]} = 0 ] && return 0
   command -v apt-get > /dev/null || die "missing ${missing[*]} and no apt-get: install Slurm and munge"
   say "installing slurmctld slurmd slurm-client munge (missing: ${missing[*]})"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurmctld slurmd slurm-client munge \
-    > "$DIR/log/apt.log" 2>&1 || die "apt-get install failed; see $DIR/log/apt.log"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurmctld slurmd \
+    slurm-client munge; } > "$DIR/log/apt.log" 2>&1 || die "apt-get install failed; see $DIR/log/apt.log"
 }
 
 start_munge() {
