@@ -121,6 +121,12 @@ start() {
     return 0
   fi
   stop_daemons
+  local port
+  for port in "$CTLD_PORT" 17001 17002; do
+    if ss -Htln "sport = :$port" 2> /dev/null | grep -q .; then
+      die "port $port is in use (another test cluster under another LOOM_SLURM_DIR?): stop it first"
+    fi
+  done
   mkdir -p "$DIR/log"
   install_packages
   start_munge
