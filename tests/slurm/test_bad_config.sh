@@ -3,6 +3,7 @@
 # naming the key in its output, and is not requeued.
 # usage: test_bad_config.sh LOOM_BINARY WORKDIR SOURCE_DIR
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
 id=$(submit --output="$work/bad-%j.out" -N2 --ntasks-per-node=2 scripts/slurm/loom.sbatch \

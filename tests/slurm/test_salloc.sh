@@ -4,6 +4,7 @@
 # and its summary says so, with no nan (no division by zero steps).
 # usage: test_salloc.sh LOOM_BINARY WORKDIR SOURCE_DIR
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
 make_corpus

@@ -7,6 +7,7 @@
 # One job after the other: 16 ranks on 2 cores at once would make each step 5x slower.
 # usage: test_sbatch.sh LOOM_BINARY WORKDIR SOURCE_DIR
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
 make_corpus
