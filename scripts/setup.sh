@@ -19,6 +19,9 @@ PKGS=(
   libgtest-dev
   libboost-context-dev
   python3 python3-numpy python3-h5py python3-matplotlib
+  # Slurm 22.05 (controller, node daemon, sbatch/srun/salloc) and munge, its authentication:
+  # the two-node test cluster of scripts/slurm/test_cluster.sh (ctest -L slurm).
+  slurmctld slurmd slurm-client munge
 )
 # Optional extras, installed only when asked: LOOM_SETUP_TORCH=1 adds PyTorch, which only
 # the fixture script under tests/reference/ and the PyTorch benchmark use.

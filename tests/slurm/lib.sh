@@ -1,0 +1,72 @@
+# Shared helpers of the Slurm tests (sourced): start the test cluster, make a corpus, wait for jobs.
+# shellcheck shell=bash
+# usage from a test: source lib.sh; slurm_setup LOOM_BINARY WORKDIR SOURCE_DIR
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# Starts (or reuses) the two-node test cluster; skips (exit 77) only where Slurm cannot run.
+slurm_setup() {
+  loom="$(realpath "$1")"
+  work="$2"
+  src="$(realpath "$3")"
+  bin="$(dirname "$loom")"
+  if [ "$(id -u)" != 0 ] || ! command -v unshare > /dev/null; then
+    echo "SKIP: the Slurm test cluster needs root and unshare (slurmd runs as root in namespaces)"
+    exit 77
+  fi
+  rm -rf "$work"
+  mkdir -p "$work"
+  "$src/scripts/slurm/test_cluster.sh" start || fail "the Slurm test cluster did not start"
+  eval "$("$src/scripts/slurm/test_cluster.sh" env)"
+  # Jobs get this environment (sbatch exports it). 8 ranks share 2 cores: without yielding,
+  # Open MPI's busy polling makes a tiny step 50x slower. The nodes talk over loopback.
+  export LOOM_BIN="$loom" OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
+  export OMPI_MCA_btl_tcp_if_include=lo
+}
+
+# A small byte-level corpus at $work/corpus.{bin,idx}.
+make_corpus() {
+  mkdir -p "$work/text"
+  for f in /usr/share/common-licenses/*; do
+    [ -f "$f" ] && cp "$f" "$work/text/$(basename "$f").txt"
+  done
+  "$bin/loom-preprocess" --input "$work/text" --output-prefix "$work/corpus" --tokenizer bytes \
+    --append-eod --workers 1 > /dev/null 2>&1 || fail "loom-preprocess"
+}
+
+job_field() { scontrol show job "$1" 2> /dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2; }
+
+# Waits until job $1 ends (requeues included), at most $2 seconds; prints its final state.
+wait_job() {
+  local id="$1" deadline=$((SECONDS + $2)) state
+  while [ $SECONDS -lt $deadline ]; do
+    state="$(job_field "$id" JobState)"
+    case "$state" in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
+        echo "$state"
+        return 0
+        ;;
+    esac
+    sleep 2
+  done
+  scancel "$id" 2> /dev/null
+  echo "TIMED_OUT_WAITING(last state ${state:-unknown})"
+}
+
+# Submits scripts/slurm/loom.sbatch from the repository root; prints the job id.
+submit() {
+  (cd "$src" && sbatch --parsable "$@") || fail "sbatch $*"
+}
+
+# "step loss lr grad_norm tokens" per metrics line, the fields that must repeat exactly.
+losses() {
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    if "loss" in j:
+        print(j["step"], repr(j["loss"]), repr(j["lr"]), repr(j["grad_norm"]), j["tokens"])
+' "$1"
+}
