@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, fetches the GPT-2 tokenizer files, and runs:
-#   1. the whole ctest suite (labels unit, mpi, cuda; cuda tests skip without a GPU) with
-#      OpenBLAS's Haswell (AVX2) kernels, then, where the processor has AVX-512, every test
-#      whose numbers come from BLAS again with its SkylakeX kernels;
+#   1. the whole ctest suite but the Slurm jobs (labels unit, mpi, cuda; cuda tests skip without
+#      a GPU) with OpenBLAS's Haswell (AVX2) kernels, then, where the processor has AVX-512,
+#      every test whose numbers come from BLAS again with its SkylakeX kernels;
 #   2. the cuda tests in the CPU emulation build (scripts/test_cuda_emulated.sh);
 #   3. the unit tests under AddressSanitizer + UBSan (scripts/sanitize.sh --unit);
-#   4. every CI fuzz target for a fixed number of runs (scripts/fuzz.sh --ci).
+#   4. loom under a real Slurm: two slurmd on this machine (label slurm, scripts/slurm/test_cluster.sh).
+# The fuzz targets' regressions replay in the unit suite; scripts/fuzz.sh --ci runs them longer.
 # docs/testing.md describes each. LOOM_TEST_QUICK=1 runs step 1 only. Extra arguments go to
 # every ctest run of step 1.
 set -euo pipefail
@@ -23,20 +24,20 @@ run_suite() {
   local family=$1
   shift
   echo "== ctest with OPENBLAS_CORETYPE=$family"
-  OPENBLAS_CORETYPE=$family ctest --test-dir build --output-on-failure -j2 "$@"
+  OPENBLAS_CORETYPE=$family ctest --test-dir build --output-on-failure -j2 -LE slurm "$@"
 }
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 if [[ $flags == *" avx2 "* ]]; then
   run_suite Haswell "$@"
 else
   echo "== no AVX2: ctest with OpenBLAS's own choice of kernels"
-  ctest --test-dir build --output-on-failure -j2 "$@"
+  ctest --test-dir build --output-on-failure -j2 -LE slurm "$@"
 fi
 if [[ $flags == *" avx512f "* ]]; then
   # Not repeated: the cuda label, and the mpi tests that check process behaviour or byte
   # counts, not floating-point results (faults, locks, cli, rank maps, topology, watchdog,
   # plan agreement and RSS, the MPI wrappers, NCCL point-to-point, tokenizers and preprocessing).
-  run_suite SkylakeX -LE cuda -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess)' "$@"
+  run_suite SkylakeX -LE 'cuda|slurm' -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess)' "$@"
 fi
 
 # stage NAME CMD...: one of the further steps, timed.
@@ -50,5 +51,6 @@ stage() {
 if [[ ${LOOM_TEST_QUICK:-0} != 1 ]]; then
   stage "cuda tests in the CPU emulation build" ./scripts/test_cuda_emulated.sh
   stage "unit tests under AddressSanitizer + UBSan" ./scripts/sanitize.sh --unit
-  stage "fuzz targets (fixed runs)" ./scripts/fuzz.sh --ci
+  stage "loom under Slurm (two nodes on this machine)" \
+    bash -c 'ctest --test-dir build -L slurm --output-on-failure; rc=$?; scripts/slurm/test_cluster.sh stop; exit $rc'
 fi
