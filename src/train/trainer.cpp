@@ -239,7 +239,7 @@ StepStats Trainer::step_stats() {
   s.lr = last.lr;
   s.loss_scale = last.loss_scale;
   s.skipped = st.apply == 0;
-  // Steps skipped before the last one (without dynamic scaling every step is not read).
+  // Steps skipped before the last one (without dynamic scaling, not every step is read).
   const int earlier = st.skipped - skipped_ - (s.skipped ? 1 : 0);
   if (earlier > 0 && !dynamic_)
     warn(earlier, " of steps ", pending_.front().step, "-", last.step - 1,
@@ -307,6 +307,16 @@ void Trainer::log_step(const StepStats& s) {
 
 void Trainer::run() {
   if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0);
+  if (pc_.rank == 0 && !resumed_from_.empty()) {  // a restart shows in metrics.jsonl too
+    nlohmann::ordered_json j;
+    j["event"] = "resume";
+    j["step"] = start_step_;
+    j["checkpoint"] = resumed_from_;
+    // Under Slurm: the job and how many times Slurm restarted it (a requeue after a time limit).
+    if (const char* id = std::getenv("SLURM_JOB_ID")) j["slurm_job"] = id;
+    if (const char* n = std::getenv("SLURM_RESTART_COUNT")) j["slurm_restart"] = std::atoi(n);
+    metrics_.write(j);
+  }
   print_banner();  // config, grid table, peak FLOP/s for MFU (train/banner.cpp)
   if (data_) info(data_->describe());
   print_memory();
@@ -412,6 +422,7 @@ void Trainer::resume() {
   opt_->set_update_counts(rp.step - skipped_, skipped_);
   if (dynamic_ && rp.state.loss_scale > 0)
     dynamic_->restore(float(rp.state.loss_scale), rp.state.loss_scale_clean, skipped_);
+  resumed_from_ = rp.dir;
   info("resumed from ", rp.dir, " at step ", rp.step, " (", rp.consumed_samples,
        " samples consumed; loaded in ", int64_t(sw.ms()), " ms)");
 }

@@ -124,6 +124,7 @@ class Trainer {
   Stopwatch since_read_;  // wall clock since the last step_stats()
   double flops_per_token_ = 0;
   int start_step_ = 0;        // steps done before this process started (resume)
+  std::string resumed_from_;  // the checkpoint resume() loaded (empty: a fresh start)
   int64_t base_samples_ = 0;  // samples consumed by then
   // Held by world rank 0 from the first read (resume: auto) or write of checkpoint.dir to the
   // end of the run: rank 0 creates, commits and prunes every checkpoint of this job, so its

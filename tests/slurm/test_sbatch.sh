@@ -69,3 +69,14 @@ losses "$work/timed_run/metrics.jsonl" > "$work/timed.losses"
 diff "$work/ref.losses" "$work/timed.losses" > "$work/losses.diff" ||
   fail "requeued run differs from the uninterrupted one: $(head -4 "$work/losses.diff")"
 echo "ok: $steps steps, loss/lr/grad_norm/tokens equal step by step across the requeue (stopped at $stopped)"
+# Each restart is a line of metrics.jsonl: the step it resumed at, and Slurm's restart count.
+python3 - "$work/timed_run/metrics.jsonl" "$stopped" "$timed" <<'PY' || fail "no resume event in the requeued run's metrics"
+import json, sys
+events = [j for j in map(json.loads, open(sys.argv[1])) if j.get("event") == "resume"]
+first = events[0] if events else {}
+ok = (first.get("step") == int(sys.argv[2]) and first.get("slurm_restart") == 1
+      and first.get("slurm_job") == sys.argv[3] and first.get("checkpoint"))
+print("resume events:", events)
+sys.exit(0 if ok else 1)
+PY
+echo "ok: the restart is in metrics.jsonl"
