@@ -13,7 +13,7 @@ COMM = {  # who takes part, and the pill colour
 # (level, title, cited file, [(communication or None, line)]). Level 1: inside the schedule loop.
 STEP = [
     (0, "Trainer::run_step(step): enqueued, the host does not wait for the device",
-     "src/train/trainer.cpp", [
+     "src/train/trainer_step.cpp", [
         (None, "this data-parallel rank's rows of the global batch, in micro-batches of "
                "parallel.micro_batch_size sequences, and lr: one upload (StepFeed)"),
         (None, "step_body: opt.zero_grad(), stage.reset_loss(), then the calls below; "
@@ -77,7 +77,7 @@ STEP = [
         (None, "ZeRO 0-2: refresh the compute weights, the bf16/fp16 copy of the fp32 master "
                "weights (cuda low precision; nothing in fp32)")]),
     (0, "Trainer::step_stats: once per log interval (and before eval or a save)",
-     "src/train/trainer.cpp", [
+     "src/train/trainer_step.cpp", [
         ("world", "all-reduce of the last stage's device loss sums (tp rank 0): mean over the "
                   "global batch, before the update"),
         (None, "one read of the step state (norm, skipped steps) and timing marks: the only wait "
@@ -87,12 +87,12 @@ STEP = [
 
 # What the picture claims, as (file, the function's first line, calls in the order drawn).
 STEP_ORDER = [
-    ("src/train/trainer.cpp", "void Trainer::run_step(", [
+    ("src/train/trainer_step.cpp", "void Trainer::run_step(", [
         "samples_(first", "lr_at(", "feed_->load(", "step_body(dloss"]),
-    ("src/train/trainer.cpp", "void Trainer::step_body(", [
+    ("src/train/trainer_step.cpp", "void Trainer::step_body(", [
         "opt_->zero_grad()", "stage_->reset_loss()", "exec_->run(feed_->tokens(), dloss)",
         "opt_->reduce_grads_and_norm()", "opt_->step(feed_->scalars())"]),
-    ("src/train/trainer.cpp", "StepStats Trainer::step_stats(", [
+    ("src/train/trainer_step.cpp", "StepStats Trainer::step_stats(", [
         "pc_.world.all_reduce(stage_->loss_acc()", "loss_sum()", "opt_->read_state()"]),
     ("src/train/trainer.cpp", "void Trainer::build(", ["data_->train_batch("]),
     ("src/layout/schedule.cpp", "Schedule make_1f1b(", [

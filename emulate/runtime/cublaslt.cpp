@@ -51,13 +51,6 @@ bool supported_epilogue(uint32_t e) {
          e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 
-uint32_t alignment_of(const void* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  uint32_t al = 256;
-  while (al > 1 && a % al) al >>= 1;
-  return al;
-}
-
 // Shapes, types, epilogue: "" when cuBLASLt's documented rules hold, else why not.
 std::string validate(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLayout& c,
                      const LtLayout& dd, uint64_t* m, uint64_t* n, uint64_t* k) {
@@ -91,12 +84,6 @@ std::string validate(const LtDesc& d, const LtLayout& a, const LtLayout& b, cons
   return os.str();
 }
 
-// The bytes a column-major (rows, cols, ld) matrix spans.
-size_t span(uint64_t rows, uint64_t cols, int64_t ld, cudaDataType t) {
-  if (rows == 0 || cols == 0) return 0;
-  return ((cols - 1) * (size_t)ld + rows) * type_bytes(t);
-}
-
 }  // namespace
 }  // namespace loom_emu::rt
 
@@ -105,54 +92,6 @@ using namespace loom_emu::rt;
 void loom_emu::set_cublaslt_epilogues(bool on) {
   std::lock_guard<std::recursive_mutex> lock(device_lock());
   g_epilogues = on;
-}
-
-// Runs a validated call: what a kernel on the GPU would fault on (operands outside their
-// allocations, or less aligned than the preference promised when the algorithm was chosen), then
-// the product.
-template <typename Call>
-void execute(const Call& k) {
-  const LtProblem pr{&k.desc, &k.a,    &k.b,   &k.c, &k.d, k.m, k.n,
-                     k.k,     k.alpha, k.beta, k.A,  k.B,  k.C, k.D};
-  struct Operand {
-    const char* name;
-    const void* p;
-    size_t bytes;
-    uint32_t promised;
-  };
-  const Operand ops[] = {
-      {"A", k.A, span(k.a.rows, k.a.cols, k.a.ld, k.a.type), 1u << k.al[0]},
-      {"B", k.B, span(k.b.rows, k.b.cols, k.b.ld, k.b.type), 1u << k.al[1]},
-      {"C", pr.beta != 0.0f ? k.C : nullptr, span(k.c.rows, k.c.cols, k.c.ld, k.c.type),
-       1u << k.al[2]},
-      {"D", k.D, span(k.d.rows, k.d.cols, k.d.ld, k.d.type), 1u << k.al[3]},
-      {"bias", (k.desc.epilogue & CUBLASLT_EPILOGUE_BIAS) ? k.desc.bias : nullptr,
-       k.m * type_bytes(k.d.type), 1},
-      {"GELU aux", (k.desc.epilogue & 128) ? k.desc.aux : nullptr,
-       span(k.m, k.n, k.desc.aux_ld, k.d.type), 1},
-      {"workspace", k.ws_bytes ? k.ws : nullptr, k.ws_bytes, 1},
-  };
-  counters().gemms++;
-  for (const Operand& o : ops) {
-    if (!o.p) continue;
-    std::ostringstream os;
-    os << "cublasLtMatmul (m " << k.m << ", n " << k.n << ", k " << k.k << "): operand " << o.name;
-    if (!device_range_ok(o.p, o.bytes)) {
-      os << " spans " << o.bytes << " bytes from "
-         << describe_address(reinterpret_cast<uintptr_t>(o.p))
-         << ", beyond its allocation (a wrong shape or leading dimension)";
-      fault(cudaErrorIllegalAddress, os.str());
-      return;  // as on a GPU: the fault surfaces at the next sync
-    }
-    if (alignment_of(o.p) < o.promised) {
-      os << " at " << o.p << " is " << alignment_of(o.p) << "-byte aligned, but the preference "
-         << "promised " << o.promised;
-      fault(cudaErrorMisalignedAddress, os.str());
-      return;
-    }
-  }
-  DeviceWindow window;
-  run_gemm(pr);
 }
 
 #define LOOM_EMU_LOCK std::lock_guard<std::recursive_mutex> loom_emu_lock_(device_lock())
@@ -390,36 +329,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dh, const
   if (C == D && (c->ld != dd->ld || c->type != dd->type))
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "in place (C == D) needs Cdesc equal to Ddesc");
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  // The call as a graph node keeps it: copies of the descriptors and the scalars (host pointer
-  // mode: read at the call), the operand pointers and the algorithm's alignment promises.
-  struct Call {
-    LtDesc desc;
-    LtLayout a, b, c, d;
-    uint64_t m, n, k;
-    float alpha, beta;
-    const void *A, *B, *C;
-    void* D;
-    uint8_t al[4];
-    void* ws;
-    size_t ws_bytes;
-  };
-  auto call = std::make_shared<Call>(Call{*d,
-                                          *a,
-                                          *b,
-                                          *c,
-                                          *dd,
-                                          m,
-                                          n,
-                                          k,
-                                          *static_cast<const float*>(alpha),
-                                          *static_cast<const float*>(beta),
-                                          A,
-                                          B,
-                                          C,
-                                          D,
-                                          {},
-                                          workspace,
-                                          ws_bytes});
+  // The call as a graph node keeps it (LtCall: copies of the descriptors and scalars).
+  auto call = std::make_shared<LtCall>(LtCall{*d,
+                                              *a,
+                                              *b,
+                                              *c,
+                                              *dd,
+                                              m,
+                                              n,
+                                              k,
+                                              *static_cast<const float*>(alpha),
+                                              *static_cast<const float*>(beta),
+                                              A,
+                                              B,
+                                              C,
+                                              D,
+                                              {},
+                                              workspace,
+                                              ws_bytes});
   std::memcpy(call->al, &algo->data[5], sizeof call->al);
   if (capturing(stream)) {
     record(stream, [call] { execute(*call); });

@@ -2,6 +2,7 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace loom_emu::rt {
@@ -39,5 +40,26 @@ struct LtProblem {
 
 size_t type_bytes(cudaDataType t);
 void run_gemm(const LtProblem& p);  // gemm.cpp
+
+// A validated cublasLtMatmul call as a graph node keeps it: copies of the descriptors, the
+// scalars (host pointer mode: read at the call), the operands and the algorithm's promised
+// alignments (log2 per A, B, C, D).
+struct LtCall {
+  LtDesc desc;
+  LtLayout a, b, c, d;
+  uint64_t m, n, k;
+  float alpha, beta;
+  const void *A, *B, *C;
+  void* D;
+  uint8_t al[4];
+  void* ws;
+  size_t ws_bytes;
+};
+// cublaslt_call.cpp: faults on an operand beyond its allocation or less aligned than promised,
+// then run_gemm.
+void execute(const LtCall& call);
+uint32_t alignment_of(const void* p);  // the largest power of two (<= 256) dividing p
+// The bytes a column-major (rows, cols, ld) matrix spans.
+size_t span(uint64_t rows, uint64_t cols, int64_t ld, cudaDataType t);
 
 }  // namespace loom_emu::rt

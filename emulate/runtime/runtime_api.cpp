@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -29,20 +28,6 @@ std::set<const void*>& streams() {
 std::set<const void*>& events() {
   static std::set<const void*> s;
   return s;
-}
-// Page-locked host allocations: base -> bytes.
-std::map<const void*, size_t>& pinned() {
-  static std::map<const void*, size_t> s;
-  return s;
-}
-// [p, p + bytes) inside one page-locked allocation.
-bool pinned_range(const void* p, size_t bytes) {
-  auto it = pinned().upper_bound(p);
-  if (it == pinned().begin()) return false;
-  --it;
-  const auto* base = static_cast<const char*>(it->first);
-  const auto* q = static_cast<const char*>(p);
-  return q + bytes <= base + it->second;
 }
 
 std::string hex(const void* p) {
@@ -175,26 +160,6 @@ cudaError_t cudaFree(void* p) {
   LOOM_EMU_STICKY;
   if (any_capture()) return refuse_in_capture("cudaFree");
   return p ? device_free(p) : cudaSuccess;
-}
-
-cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  LOOM_EMU_LOCK;
-  LOOM_EMU_STICKY;
-  if (any_capture()) return refuse_in_capture("cudaMallocHost");
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!*p) return api_error(cudaErrorMemoryAllocation);
-  pinned()[*p] = bytes;
-  return cudaSuccess;
-}
-
-cudaError_t cudaFreeHost(void* p) {
-  LOOM_EMU_LOCK;
-  LOOM_EMU_STICKY;
-  if (any_capture()) return refuse_in_capture("cudaFreeHost");
-  if (!p) return cudaSuccess;
-  if (!pinned().erase(p)) return api_error(cudaErrorInvalidValue, "cudaFreeHost: not pinned");
-  std::free(p);
-  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {

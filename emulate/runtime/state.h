@@ -59,6 +59,9 @@ std::string check_red_zones(const void* p);
 // Refills every red zone (after a reported fault has been cleared).
 void restore_red_zones();
 
+// [p, p + bytes) inside one cudaMallocHost allocation (host_memory.cpp).
+bool pinned_range(const void* p, size_t bytes);
+
 // The null stream, or a stream created and not yet destroyed (runtime_api.cpp).
 bool valid_stream(cudaStream_t s);
 

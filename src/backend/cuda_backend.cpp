@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda_staging.h"
 #include "core/check.h"
 #include "kernels/adamw.h"
 #include "kernels/add_inplace.h"
@@ -106,43 +107,6 @@ struct GraphExecDeleter {
 };
 using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
 
-// Page-locked host memory for a step's inputs; the event marks the end of the last upload's copy.
-class PinnedStaging final : public HostStaging {
- public:
-  PinnedStaging(size_t bytes, cudaStream_t s) : bytes_(bytes), stream_(s) {
-    LOOM_CUDA_CHECK(cudaMallocHost(&data_, bytes ? bytes : 1));
-    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
-  }
-  ~PinnedStaging() override {
-    if (copied_) {
-      cudaEventSynchronize(copied_);  // no copy may still read the memory freed below
-      cudaEventDestroy(copied_);
-    }
-    cudaFreeHost(data_);
-  }
-  PinnedStaging(const PinnedStaging&) = delete;
-  PinnedStaging& operator=(const PinnedStaging&) = delete;
-  void* data() override { return data_; }
-  void wait_writable() override {
-    if (pending_) LOOM_CUDA_CHECK(cudaEventSynchronize(copied_));
-    pending_ = false;
-  }
-  void upload(void* dst, size_t bytes) override {
-    LOOM_CHECK(bytes <= bytes_, "upload of ", bytes, " bytes from ", bytes_);
-    if (!bytes) return;
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, data_, bytes, cudaMemcpyHostToDevice, stream_));
-    LOOM_CUDA_CHECK(cudaEventRecord(copied_, stream_));
-    pending_ = true;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-  cudaStream_t stream_;
-  cudaEvent_t copied_ = nullptr;
-  bool pending_ = false;
-};
-
 DeviceDoubles alloc_doubles(size_t n) {
   void* p = nullptr;
   LOOM_CUDA_CHECK(cudaMalloc(&p, n * sizeof(double)));
@@ -211,7 +175,7 @@ class CudaBackendT final : public Backend {
   }
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(s())); }
   std::unique_ptr<HostStaging> make_host_staging(size_t bytes) override {
-    return std::make_unique<PinnedStaging>(bytes, s());
+    return make_pinned_staging(bytes, s());
   }
   bool has_graphs() const override { return true; }
   void capture_begin() override {

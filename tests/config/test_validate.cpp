@@ -5,44 +5,12 @@
 #include <vector>
 
 #include "config/config.h"
+#include "tests/config/validate_util.h"
 
 using loom::Config;
 
-namespace {
-
-// A small valid config for one rank; each test breaks one thing.
-Config base() {
-  Config c;
-  c.run.name = "t";
-  c.model.n_layer = 4;
-  c.model.n_head = 4;
-  c.model.d_model = 64;
-  c.model.vocab_size = 257;
-  c.model.seq_len = 32;
-  c.train.global_batch_size = 8;
-  c.data.train = {{"data/x", 1.0}};
-  return c;
-}
-
-// Passes when exactly one line of validate() contains every piece.
-::testing::AssertionResult reports(const Config& c, int world,
-                                   const std::vector<std::string>& pieces) {
-  const std::vector<std::string> lines = loom::validate(c, world);
-  int hits = 0;
-  for (const auto& line : lines) {
-    bool all = true;
-    for (const auto& p : pieces) all = all && line.find(p) != std::string::npos;
-    hits += all;
-  }
-  if (hits == 1) return ::testing::AssertionSuccess();
-  auto r = ::testing::AssertionFailure() << hits << " lines contain";
-  for (const auto& p : pieces) r << " [" << p << "]";
-  r << "; validate() said:";
-  for (const auto& line : lines) r << "\n  " << line;
-  return r;
-}
-
-}  // namespace
+using loom::test::base;
+using loom::test::reports;
 
 TEST(ConfigValidate, BaseIsValid) {
   EXPECT_TRUE(loom::validate(base(), 1).empty());
@@ -370,45 +338,6 @@ TEST(ConfigValidate, Split) {
   Config c = base();
   c.data.split = "98.5,1.5,0";
   EXPECT_TRUE(loom::validate(c, 1).empty());
-}
-
-TEST(ConfigValidate, Tokenizer) {
-  Config c = base();
-  c.tokenizer.type = "gtp2";
-  EXPECT_TRUE(reports(c, 1, {"tokenizer.type: 'gtp2'", "bytes, gpt2", "did you mean 'gpt2'"}));
-  c.tokenizer.type = "gpt2";
-  EXPECT_TRUE(reports(c, 1, {"tokenizer.vocab: '' is empty", "gpt2"}));
-  EXPECT_TRUE(reports(c, 1, {"tokenizer.merges: '' is empty", "gpt2"}));
-  c.tokenizer.vocab = "v.json";
-  c.tokenizer.merges = "m.bpe";
-  EXPECT_TRUE(loom::validate(c, 1).empty());
-  c = base();
-  c.model.vocab_size = 256;
-  EXPECT_TRUE(reports(c, 1, {"model.vocab_size: 256", "tokenizer.type bytes", "257"}));
-  // Rank files and tokenizer.json name their file in the type and use no vocab/merges.
-  c = base();
-  c.tokenizer.type = "tiktoken:data/tokenizer/cl100k_base.tiktoken";
-  EXPECT_TRUE(loom::validate(c, 1).empty());
-  c.tokenizer.type = "hf:";
-  EXPECT_TRUE(reports(c, 1, {"tokenizer.type: 'hf:' names no file", "tokenizer.json"}));
-  c.tokenizer.type = "hf:t.json";
-  c.tokenizer.vocab = "v.json";
-  EXPECT_TRUE(reports(c, 1, {"tokenizer.vocab/merges are for tokenizer.type gpt2", "hf:t.json"}));
-}
-
-TEST(ConfigValidate, CudaGraph) {
-  Config c = base();
-  c.train.cuda_graph = true;
-  EXPECT_TRUE(reports(c, 1, {"train.cuda_graph: true needs device: cuda"}));
-  c.device = "cuda";
-  c.train.dtype = "fp16";  // auto loss scaling is dynamic in fp16
-  const auto errs = loom::validate(c, 2);
-  bool ranks = false, dynamic = false;
-  for (const std::string& e : errs) {
-    ranks |= e.find("captures a single-GPU step, but the grid has 2 ranks") != std::string::npos;
-    dynamic |= e.find("dynamic loss scaling") != std::string::npos;
-  }
-  EXPECT_TRUE(ranks && dynamic) << ::testing::PrintToString(errs);
 }
 
 TEST(ConfigValidate, Checkpoint) {

@@ -371,56 +371,6 @@ TEST_P(CudaBackendTest, AdamWAndGradNorm) {
   EXPECT_NEAR(got[0], want[0], 1e-10 * std::abs(want[0]) + 1e-9) << "sum of values";
 }
 
-// decide_step on the device equals the cpu twin: clipping, no clipping, loss scale, overflow
-// (the same fp32/double arithmetic whatever the activation dtype of the backend).
-TEST_P(CudaBackendTest, DecideStepMatchesCpu) {
-  struct Case {
-    double norm_sq;
-    cpu::StepInputs in;
-  };
-  const Case cases[] = {{4.0, {1e-3f, 1.0f, 1.0}},                          // norm 2 clipped to 1
-                        {0.25, {2e-3f, 1.0f, 1.0}},                         // norm 0.5: no clipping
-                        {4.0 * 65536.0 * 65536.0, {1e-3f, 65536.0f, 1.0}},  // scaled
-                        {INFINITY, {1e-3f, 1.0f, 1.0}},                     // overflow: skipped
-                        {NAN, {1e-3f, 1.0f, 0.0}}};
-  const cpu::StepRule rule{0.9f, 0.95f, 1e-8f, 0.1f};
-  cpu::StepState host{};
-  host.t = 7, host.skipped = 2;
-  Buffer ds(sizeof(cpu::StepState), Device::CUDA), din(sizeof(cpu::StepInputs), Device::CUDA);
-  be().from_host(ds.data(), &host, sizeof host);
-  auto* dstate = static_cast<cpu::StepState*>(ds.data());
-  const auto* dinputs = static_cast<const cpu::StepInputs*>(din.data());
-  for (const Case& c : cases) {
-    host.norm_sq = c.norm_sq;
-    be().from_host(&dstate->norm_sq, &c.norm_sq, sizeof(double));
-    be().from_host(din.data(), &c.in, sizeof c.in);  // the device reads the step's inputs
-    ref().decide_step(&host, &c.in, rule);
-    be().decide_step(dstate, dinputs, rule);
-    cpu::StepState got;
-    be().to_host(&got, ds.data(), sizeof got);
-    const std::string what = " at norm_sq " + std::to_string(c.norm_sq);
-    EXPECT_EQ(got.apply, host.apply) << what;
-    EXPECT_EQ(got.t, host.t) << what;
-    EXPECT_EQ(got.skipped, host.skipped) << what;
-    EXPECT_EQ(got.grad_scale, host.grad_scale) << what;
-    if (host.apply) {
-      EXPECT_EQ(got.grad_norm, host.grad_norm)
-          << what << ": sqrt and a division, correctly rounded";
-    }
-    for (int d = 0; d < 2; ++d) {
-      // pow on the device may differ from the host's by an ulp of double, far below fp32's.
-      EXPECT_EQ(got.coefs[d].decay, host.coefs[d].decay) << what;
-      EXPECT_EQ(got.coefs[d].gs, host.coefs[d].gs) << what;
-      EXPECT_EQ(got.coefs[d].apply, host.coefs[d].apply) << what;
-      EXPECT_NEAR(got.coefs[d].neg_step_size, host.coefs[d].neg_step_size,
-                  1e-6 * std::abs(host.coefs[d].neg_step_size))
-          << what;
-    }
-  }
-  EXPECT_EQ(host.t, 10) << "three applied updates after 7";
-  EXPECT_EQ(host.skipped, 4) << "inf and nan skipped";
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Dtypes, CudaBackendTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
     [](const ::testing::TestParamInfo<DType>& i) {
