@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <thread>
 
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
@@ -24,6 +26,18 @@
 #include "train/signals.h"
 
 namespace loom {
+
+namespace {
+// Test hook: LOOM_TEST_STEP_SLEEP_MS=N makes every step last at least N ms more (the Slurm
+// time-limit test needs a job that surely outlasts its limit, however fast the machine).
+void test_step_delay() {
+  static const int ms = [] {
+    const char* v = std::getenv("LOOM_TEST_STEP_SLEEP_MS");
+    return v ? std::max(0, std::atoi(v)) : 0;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+}  // namespace
 
 Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid,
                  std::unique_ptr<Backend> backend)
@@ -174,9 +188,11 @@ void Trainer::run() {
   const int interval = cfg_.checkpoint.save_interval;
   int saved = start_step_, step = start_step_;
   while (step < cfg_.train.steps) {
-    run_step(++step);
+    ++step;
     const bool log_now =
         step % cfg_.train.log_interval == 0 || step == start_step_ + 1 || step == cfg_.train.steps;
+    run_step(step, cfg_.log.timers && log_now);  // the breakdown of the logged steps
+    test_step_delay();
     const bool eval_now = cfg_.train.eval_interval > 0 && has_valid() &&
                           (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps);
     const bool save_now = interval > 0 && step % interval == 0;

@@ -33,6 +33,9 @@ last_loss() { grep -o '"loss":[0-9.e+-]*' "$1" | tail -1 | cut -d: -f2; }
 "${mpi[@]}" "$loom" train cfg.yaml --set checkpoint.dir=ref --set run.dir=ref_run > ref.log 2>&1 \
   || fail "reference run: $(tail -3 ref.log)"
 ref=$(last_loss ref_run/metrics.jsonl)
+# log.timers (the default): every logged step carries its time breakdown.
+[ "$(grep -c '"loss"' ref_run/metrics.jsonl)" = "$(grep -c '"time":{"forward"' ref_run/metrics.jsonl)" ] ||
+  fail "logged steps without a time breakdown: $(head -2 ref_run/metrics.jsonl)"
 
 # 1. Die inside the save of step 8: step 4 must remain, and the run resumes from it.
 LOOM_FAULT_KILL_IN_SAVE=8 "${mpi[@]}" "$loom" train cfg.yaml > kill.log 2>&1 && fail "the killed run exited 0"

@@ -11,10 +11,12 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
 make_corpus
-# Slurm sends SIGUSR1 once the time left is under the asked 60 s + 30 s, at its next check
-# (every 30 s): 30-60 s into each attempt of a 2-minute job. 3600 steps (about 20 ms each here,
-# 75 s) outlast the first attempt; the second attempt usually finishes them.
-steps="${LOOM_SLURM_TEST_STEPS:-3600}"
+# Slurm sends SIGUSR1 once the time left is under the asked 30 s + 30 s, at its next check
+# (every 30 s): 60-90 s into each attempt of a 2-minute job. The time-limited job sleeps 30 ms
+# after each step (LOOM_TEST_STEP_SLEEP_MS, a test hook), so its 2400 steps take over 72 s
+# however fast the machine: it always outlasts the first signal (the numbers do not change),
+# and a second attempt usually finishes them.
+steps="${LOOM_SLURM_TEST_STEPS:-2400}"
 common=(-N2 --ntasks-per-node=4 scripts/slurm/loom.sbatch configs/tiny.yaml
   --set data.train="[$work/corpus]" --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2
   --set train.global_batch_size=8 --set train.steps="$steps" --set checkpoint.keep_last=1)
@@ -41,7 +43,8 @@ split=$(echo "$map" | awk '{h[$4 "," $5] = h[$4 "," $5] " " $2} END {for (k in h
 [ -z "$split" ] || fail "a tp group spans hosts: $split"
 echo "ok: 8 ranks on 2 hosts, 4 per node, tp innermost, no cross-host tp warning"
 
-timed=$(submit --output="$work/timed-%j.out" --time=2 --signal=B:USR1@60 "${common[@]}" \
+timed=$(export LOOM_TEST_STEP_SLEEP_MS="${LOOM_TEST_STEP_SLEEP_MS:-30}"
+  submit --output="$work/timed-%j.out" --time=2 --signal=B:USR1@30 "${common[@]}" \
   --set run.dir="$work/timed_run" --set checkpoint.dir="$work/timed_ck")
 echo "submitted: the same with --time=2, job $timed"
 t1=$SECONDS
@@ -50,7 +53,7 @@ out="$work/timed-$timed.out"
 [ "$s_timed" = COMPLETED ] || fail "job $timed ended $s_timed: $(tail -8 "$out")"
 restarts=$(job_field "$timed" Restarts)
 echo "--time=2 job: COMPLETED after $((SECONDS - t1)) s, $restarts restart(s)"
-[ "${restarts:-0}" -ge 1 ] || fail "job $timed was never requeued (raise LOOM_SLURM_TEST_STEPS)"
+[ "${restarts:-0}" -ge 1 ] || fail "job $timed was never requeued (raise LOOM_TEST_STEP_SLEEP_MS)"
 grep -q "received SIGUSR1 (time limit near): forwarding" "$out" || fail "batch shell got no SIGUSR1"
 grep -q "received SIGUSR1: saving a checkpoint and stopping after step" "$out" ||
   fail "loom did not stop on the forwarded SIGUSR1"
