@@ -94,7 +94,6 @@ void loom_emu::set_cublaslt_epilogues(bool on) {
   g_epilogues = on;
 }
 
-#define LOOM_EMU_LOCK std::lock_guard<std::recursive_mutex> loom_emu_lock_(device_lock())
 
 extern "C" {
 

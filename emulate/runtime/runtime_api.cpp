@@ -138,9 +138,6 @@ bool valid_stream(cudaStream_t s) {
 
 using namespace loom_emu::rt;
 
-#define LOOM_EMU_LOCK std::lock_guard<std::recursive_mutex> loom_emu_lock_(device_lock())
-#define LOOM_EMU_STICKY \
-  if (sticky() != cudaSuccess) return api_error(sticky())
 
 extern "C" {
 

@@ -15,6 +15,11 @@ namespace loom_emu::rt {
 
 // Every API call and launch runs under this lock: the emulated device executes one thing at a time.
 std::recursive_mutex& device_lock();
+// An API entry point's first lines: the lock, then the sticky fault of earlier device work.
+#define LOOM_EMU_LOCK \
+  std::lock_guard<std::recursive_mutex> loom_emu_lock_(::loom_emu::rt::device_lock())
+#define LOOM_EMU_STICKY \
+  if (::loom_emu::rt::sticky() != cudaSuccess) return ::loom_emu::rt::api_error(::loom_emu::rt::sticky())
 
 // ---- errors ----------------------------------------------------------------------------------
 // A fault in device work (kernel, GEMM): sticky as in CUDA (every later call returns it until
