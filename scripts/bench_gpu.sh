@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_gpu.sh: one call for a GPU session: the cuda tests, compute-sanitizer and a kernel profile
+# bench_gpu.sh: one command on a GPU machine: the cuda tests, compute-sanitizer and a kernel profile
 # (scripts/gpu_checks.sh), then loom's single-GPU training speed (tokens/s, ms/step, MFU) for
 # GPT-2 124M and a larger GPT-2.
 set -euo pipefail

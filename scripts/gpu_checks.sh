@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_checks.sh: the checks of a GPU session before the benchmarks: the cuda tests (none may be
+# gpu_checks.sh: the checks on a GPU machine before the benchmarks: the cuda tests (none may be
 # skipped), compute-sanitizer's four tools, and a per-kernel time summary of a few training
 # steps. Each stage has a time limit; results go to OUT/checks.md. Called by bench_gpu.sh.
 set -uo pipefail
