@@ -138,7 +138,7 @@ Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_pa
 
   // ---- merges: optional "#version" line, then "a b" per line in rank order ----
   const std::string text = read_all(merges_path, "merges");
-  std::vector<std::pair<uint64_t, std::pair<int32_t, int32_t>>> list;
+  std::vector<MergeTable::Merge> list;
   size_t line_no = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);
@@ -158,20 +158,10 @@ Gpt2Model::Gpt2Model(const std::string& vocab_path, const std::string& merges_pa
     LOOM_USER_CHECK(ia != vocab.end() && ib != vocab.end() && im != vocab.end(), merges_path, ":",
                     line_no, ": merge \"", line, "\" uses or makes a token missing from ",
                     vocab_path);
-    const uint64_t key = (uint64_t(uint32_t(ia->second)) << 32) | uint32_t(ib->second);
-    list.push_back({key, {int32_t(list.size()), im->second}});
+    list.push_back({ia->second, ib->second, int32_t(list.size()), im->second});
   }
   LOOM_USER_CHECK(!list.empty(), merges_path, ": no merges found");
-  size_t cap = 1;
-  while (cap < 2 * list.size()) cap <<= 1;
-  pairs_.assign(cap, PairSlot());
-  pair_mask_ = cap - 1;
-  for (const auto& [key, v] : list) {
-    size_t i = mix(key) & pair_mask_;
-    while (pairs_[i].key != kEmpty && pairs_[i].key != key) i = (i + 1) & pair_mask_;
-    if (pairs_[i].key == key) continue;  // a repeated merge keeps its first (lowest) rank
-    pairs_[i] = PairSlot{key, v.first, v.second};
-  }
+  merges_.build(list);  // a repeated merge keeps its first (lowest) rank
 }
 
 // ---- encoder ---------------------------------------------------------------------------

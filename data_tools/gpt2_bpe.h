@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data_tools/merge_table.h"
 #include "data_tools/pretokenize.h"
 
 namespace loom::tok {
@@ -26,33 +27,13 @@ class Gpt2Model {
 
   // Rank and result of merging the adjacent tokens (a, b), or false if they do not merge.
   bool merge(int32_t a, int32_t b, int32_t* rank, int32_t* merged) const {
-    const uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-    for (size_t i = mix(key) & pair_mask_;; i = (i + 1) & pair_mask_) {
-      const PairSlot& s = pairs_[i];
-      if (s.key == key) {
-        *rank = s.rank;
-        *merged = s.merged;
-        return true;
-      }
-      if (s.key == kEmpty) return false;
-    }
+    return merges_.merge(a, b, rank, merged);
   }
 
  private:
-  static constexpr uint64_t kEmpty = ~uint64_t(0);
-  struct PairSlot {
-    uint64_t key = kEmpty;
-    int32_t rank = 0, merged = 0;
-  };
-  static uint64_t mix(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x9E3779B97F4A7C15ull;
-    return x ^ (x >> 29);
-  }
   std::vector<std::string> id_bytes_;
   int32_t byte_id_[256];
-  std::vector<PairSlot> pairs_;
-  size_t pair_mask_ = 0;
+  MergeTable merges_;
   int eod_ = -1;
 };
 

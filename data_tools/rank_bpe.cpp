@@ -22,11 +22,7 @@ void RankBpeModel::set_token(int32_t id, std::string bytes, bool special) {
 }
 
 void RankBpeModel::add_merge(int32_t a, int32_t b, int32_t rank, int32_t merged) {
-  PairSlot s;
-  s.key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  s.rank = rank;
-  s.merged = merged;
-  pending_.push_back({s.key, s});
+  pending_.push_back({a, b, rank, merged});
 }
 
 int32_t RankBpeModel::find_special(const std::string& text) const {
@@ -58,23 +54,10 @@ void RankBpeModel::finish(bool whole_piece_first) {
     LOOM_USER_CHECK(byte_id_[b] >= 0, source_, ": no token for byte ", b,
                     " (a byte-level BPE vocabulary has all 256)");
   }
-  for (const auto& [key, s] : pending_) {
-    const int32_t a = int32_t(key >> 32), b = int32_t(key & 0xFFFFFFFFu);
-    LOOM_USER_CHECK(valid(a) && valid(b) && valid(s.merged) && !special(s.merged), source_,
-                    ": merge rank ", s.rank, " uses or makes a token that does not exist");
-  }
-  cap = 1;
-  while (cap < 2 * pending_.size() + 2) cap <<= 1;
-  pairs_.assign(cap, PairSlot());
-  pair_mask_ = cap - 1;
-  merges_ = 0;
-  for (const auto& [key, s] : pending_) {
-    size_t i = mix(key) & pair_mask_;
-    while (pairs_[i].key != kEmpty && pairs_[i].key != key) i = (i + 1) & pair_mask_;
-    if (pairs_[i].key == key) continue;  // a repeated pair keeps its first rank
-    pairs_[i] = s;
-    ++merges_;
-  }
+  for (const MergeTable::Merge& m : pending_)
+    LOOM_USER_CHECK(valid(m.a) && valid(m.b) && valid(m.merged) && !special(m.merged), source_,
+                    ": merge rank ", m.rank, " uses or makes a token that does not exist");
+  merges_ = table_.build(pending_);  // a repeated pair keeps its first rank
   pending_.clear();
   pending_.shrink_to_fit();
 }

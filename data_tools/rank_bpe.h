@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data_tools/merge_table.h"
 #include "data_tools/piece_cache.h"
 #include "data_tools/split_patterns.h"
 
@@ -41,38 +42,19 @@ class RankBpeModel {
   int64_t num_merges() const { return int64_t(merges_); }
 
   bool merge(int32_t a, int32_t b, int32_t* rank, int32_t* merged) const {
-    const uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-    for (size_t i = mix(key) & pair_mask_;; i = (i + 1) & pair_mask_) {
-      const PairSlot& s = pairs_[i];
-      if (s.key == key) {
-        *rank = s.rank;
-        *merged = s.merged;
-        return true;
-      }
-      if (s.key == kEmpty) return false;
-    }
+    return table_.merge(a, b, rank, merged);
   }
   // The id of the non-special token whose bytes are s[0, n), or -1.
   int32_t find_piece(const uint8_t* s, size_t n) const;
 
  private:
-  static constexpr uint64_t kEmpty = ~uint64_t(0);
-  struct PairSlot {
-    uint64_t key = kEmpty;
-    int32_t rank = 0, merged = 0;
-  };
-  static uint64_t mix(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x9E3779B97F4A7C15ull;
-    return x ^ (x >> 29);
-  }
   std::string source_;
   std::vector<std::string> bytes_;  // by id
   std::vector<uint8_t> kind_;       // by id: 0 unused, 1 mergeable, 2 special
   int32_t byte_id_[256];
-  std::vector<std::pair<uint64_t, PairSlot>> pending_;  // merges before finish()
-  std::vector<PairSlot> pairs_;
-  size_t pair_mask_ = 0, merges_ = 0;
+  std::vector<MergeTable::Merge> pending_;  // merges before finish()
+  MergeTable table_;
+  size_t merges_ = 0;
   std::vector<int32_t> piece_slots_;  // open addressing over ids, -1 empty
   size_t piece_mask_ = 0;
   bool whole_piece_first_ = false;

@@ -77,8 +77,9 @@ void expect_fixture(const Tokenizer& tk, const std::string& ref) {
       if (ids != expected) ++failures;
       EXPECT_EQ(ids, expected) << tk.name() << " vs " << ref << ": document \"" << f.names[i]
                                << "\" (pass " << pass << ")";
-      if (tk.name() != "hf:qwen2")  // Qwen normalizes to NFC, so its decode is the NFC text
+      if (tk.name() != "hf:qwen2") {  // Qwen normalizes to NFC, so its decode is the NFC text
         EXPECT_EQ(tk.decode(ids.data(), ids.size()), f.texts[i]) << "decode of " << f.names[i];
+      }
     }
   EXPECT_GT(tokens, 60000u);
 }
