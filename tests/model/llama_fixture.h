@@ -69,7 +69,7 @@ inline std::vector<float> llama_step1_logits(Trainer& tr, const Config& c) {
   GPTStage& st = tr.stage();
   const int N = st.tokens_per_micro_batch(), V = c.model.vocab_size;
   const int Vp = tr.layout().vocab_local();
-  std::vector<int32_t> in(size_t(N)), tg(size_t(N));
+  std::vector<int32_t> in(static_cast<size_t>(N)), tg(static_cast<size_t>(N));
   llama_fixture_samples(c)(0, c.parallel.micro_batch_size, in.data(), tg.data());
   st.reset_loss();
   st.forward(0, in.data(), tg.data(), 0.0f);  // eval mode: logits stay readable

@@ -53,7 +53,7 @@ TEST_F(LlamaReference, EveryGradientMatchesPyTorch) {
   const std::string fx = test::source_path(test::kLlamaFixture);
   GPTStage& st = trainer_->stage();
   const int N = st.tokens_per_micro_batch();
-  std::vector<int32_t> in(size_t(N)), tg(size_t(N));
+  std::vector<int32_t> in(static_cast<size_t>(N)), tg(static_cast<size_t>(N));
   test::llama_fixture_samples(cfg_)(0, cfg_.parallel.micro_batch_size, in.data(), tg.data());
   st.zero_grads();
   st.forward(0, in.data(), tg.data(), 1.0f / float(N));
