@@ -9,17 +9,17 @@
 namespace loom {
 namespace {
 
-struct Run {
+struct LoadedRun {
   std::vector<float> params, logits;
 };
 
 // init_from = `source`; the parameters (flat, layout order) and step 1's eval logits.
-Run run_from(const std::string& source) {
+LoadedRun run_from(const std::string& source) {
   Config c = test::llama_fixture_config(source);
   auto pc = make_parallel_ctx(Grid(1, 1, 1));
   Trainer tr(c, *pc, test::llama_fixture_samples(c));
   tr.init_weights();
-  Run r;
+  LoadedRun r;
   r.params = tr.full_params();
   r.logits = test::llama_step1_logits(tr, c);
   return r;
@@ -29,10 +29,10 @@ Run run_from(const std::string& source) {
 // split into separate tensors), so a correct loader gives the same bits and the same logits.
 TEST(LlamaHfCheckpoint, ShardedCopyGivesBitwiseTheSameLogits) {
   test::ensure_mpi();
-  const Run h5 = run_from(test::source_path(test::kLlamaWeights));
+  const LoadedRun h5 = run_from(test::source_path(test::kLlamaWeights));
   const std::string dir = test::source_path(test::kLlamaHfDir);
   for (const std::string& src : {dir, dir + "/model.safetensors.index.json"}) {
-    const Run hf = run_from(src);
+    const LoadedRun hf = run_from(src);
     EXPECT_TRUE(test::bitwise_equal(hf.params, h5.params)) << src;
     EXPECT_TRUE(test::bitwise_equal(hf.logits, h5.logits)) << src;
   }
