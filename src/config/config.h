@@ -50,6 +50,7 @@ struct ParallelConfig {
   std::string schedule = "1f1b";  // 1f1b | gpipe
   std::string order = "tp-dp-pp"; // innermost axis first
   std::vector<int> stage_layers;  // optional uneven split: layers per stage, sums to n_layer
+  int virtual_stages = 1;         // model chunks per pipeline rank (interleaved 1F1B when > 1)
   double comm_timeout = 600;      // seconds a blocking collective/recv may wait before the
                                   // watchdog names it and aborts the job; 0 disables
   bool strict_topology = false;   // a TP group spanning nodes: false warns, true is an error

@@ -36,6 +36,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(parallel, schedule, String),
       LOOM_FIELD(parallel, order, String),
       LOOM_FIELD(parallel, stage_layers, IntList),
+      LOOM_FIELD(parallel, virtual_stages, Int),
       LOOM_FIELD(parallel, comm_timeout, Double),
       LOOM_FIELD(parallel, strict_topology, Bool),
       LOOM_FIELD(parallel, overlap, Bool),

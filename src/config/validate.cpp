@@ -156,6 +156,35 @@ void check_train(const Config& cfg, long long dp, Checker& c) {
   c.at_least("train.loss_scale_window", t.loss_scale_window, 1, "clean steps before the scale doubles, e.g. 2000");
 }
 
+// Interleaved 1F1B (parallel.virtual_stages > 1): pp*v equal chunks of layers, 1f1b only,
+// micro-batches in groups of pp.
+void check_virtual_stages(const Config& cfg, long long dp, Checker& c) {
+  const ParallelConfig& p = cfg.parallel;
+  const int v = p.virtual_stages, L = cfg.model.n_layer;
+  c.at_least("parallel.virtual_stages", v, 1, "set the model chunks per pipeline rank, e.g. 1");
+  if (v <= 1 || p.pp < 1) return;
+  if (p.pp == 1)
+    c.add(str("parallel.virtual_stages: ", v,
+              " needs a pipeline (parallel.pp > 1); set virtual_stages: 1 or pp >= 2"));
+  if (!p.stage_layers.empty())
+    c.add(str("parallel.virtual_stages: ", v, " splits the layers evenly into chunks and cannot ",
+              "take parallel.stage_layers; remove stage_layers or set virtual_stages: 1"));
+  if (p.schedule != "1f1b")
+    c.add(str("parallel.virtual_stages: ", v, " runs interleaved 1F1B but parallel.schedule is ",
+              quoted(p.schedule), "; set schedule: 1f1b or virtual_stages: 1"));
+  const long long chunks = (long long)p.pp * v;
+  if (L > 0 && L % chunks != 0)
+    c.add(str("model.n_layer: ", L, " is not divisible by parallel.pp x parallel.virtual_stages = ",
+              chunks, "; choose n_layer a multiple of ", chunks, " or change pp / virtual_stages"));
+  const long long mbs = p.micro_batch_size, gb = cfg.train.global_batch_size;
+  if (p.pp > 1 && dp >= 1 && mbs >= 1 && gb >= 1 && gb % (dp * mbs) == 0 &&
+      (gb / (dp * mbs)) % p.pp != 0)
+    c.add(str("train.global_batch_size: ", gb, " gives ", gb / (dp * mbs),
+              " micro-batches per step, which interleaved 1F1B (parallel.virtual_stages: ", v,
+              ") needs to be a multiple of parallel.pp=", p.pp, "; set it to ",
+              nearest_multiples(gb, dp * mbs * p.pp)));
+}
+
 void check_optimizer(const OptimizerConfig& o, const std::string& dtype, Checker& c) {
   c.positive("optimizer.lr", o.lr, "set a positive peak learning rate, e.g. 6e-4");
   if (o.lr > 0 && !(o.min_lr >= 0 && o.min_lr <= o.lr))
@@ -305,6 +334,7 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   check_model(cfg.model, c);
   const long long dp = check_parallel(cfg, world_size, c);
   check_train(cfg, dp, c);
+  check_virtual_stages(cfg, dp, c);
   check_optimizer(cfg.optimizer, cfg.train.dtype, c);
   check_data(cfg, c);
   check_tokenizer(cfg, c);

@@ -19,14 +19,37 @@ std::vector<int> split_layers(int n_layer, int pp, const std::vector<int>& stage
   return out;
 }
 
+std::vector<StageRange> stage_chunks(int n_layer, int pp, int stage, int v,
+                                     const std::vector<int>& stage_layers) {
+  LOOM_CHECK(pp >= 1 && stage >= 0 && stage < pp && v >= 1, "stage ", stage, " of pp=", pp,
+             " with v=", v);
+  if (v == 1) {
+    std::vector<int> split = split_layers(n_layer, pp, stage_layers);
+    int first = 0;
+    for (int s = 0; s < stage; ++s) first += split[size_t(s)];
+    return {{first, split[size_t(stage)]}};
+  }
+  LOOM_CHECK(stage_layers.empty() && n_layer % (pp * v) == 0, "n_layer=", n_layer,
+             " does not split into pp x v = ", pp * v, " equal chunks");
+  const int per = n_layer / (pp * v);
+  std::vector<StageRange> out;
+  for (int c = 0; c < v; ++c) out.push_back({(c * pp + stage) * per, per});
+  return out;
+}
+
 ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage,
                          const std::vector<int>& stage_layers)
-    : m_(m), tp_(tp), tp_rank_(tp_rank), pp_(pp), stage_(stage), vpad_(m.padded_vocab(tp)) {
-  std::vector<int> split = split_layers(m.n_layer, pp, stage_layers);
-  int first = 0;
-  for (int s = 0; s < stage; ++s) first += split[size_t(s)];
-  range_ = {first, split[size_t(stage)]};
+    : ParamLayout(m, tp, tp_rank, pp, stage, 1, stage_layers) {}
 
+ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage, int v,
+                         const std::vector<int>& stage_layers)
+    : m_(m),
+      tp_(tp),
+      tp_rank_(tp_rank),
+      pp_(pp),
+      stage_(stage),
+      vpad_(m.padded_vocab(tp)),
+      chunks_(stage_chunks(m.n_layer, pp, stage, v, stage_layers)) {
   const int64_t C = m.d_model, V = m.vocab_size, F = m.ffn();
   const int64_t qkv = int64_t(m.n_head + 2 * m.kv_heads()) * m.head_dim();
   const bool llama = m.llama();  // no biases, no position table, gated MLP
@@ -34,7 +57,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int 
     add("wte.weight", V, C, 2, Shard::VocabRows, -1);
     if (!llama) add("wpe.weight", m.positions(), C, 2, Shard::Replicated, -1);
   }
-  for (int l = first; l < first + range_.num_layers; ++l) {
+  for (int l : layer_list()) {
     std::string h = "h." + std::to_string(l) + ".";
     auto bias = [&](const std::string& name, int64_t cols, Shard shard) {
       if (!llama) add(h + name, 1, cols, 1, shard, l);
@@ -64,6 +87,35 @@ ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int 
       params_.back().norm_owner = false;
     }
   }
+}
+
+StageRange ParamLayout::layers() const {
+  LOOM_CHECK(chunks_.size() == 1, "layers() of a stage with ", chunks_.size(), " chunks");
+  return chunks_.front();
+}
+
+int ParamLayout::num_layers() const {
+  int n = 0;
+  for (const StageRange& r : chunks_) n += r.num_layers;
+  return n;
+}
+
+std::vector<int> ParamLayout::layer_list() const {
+  std::vector<int> out;
+  for (const StageRange& r : chunks_)
+    for (int l = r.first_layer; l < r.first_layer + r.num_layers; ++l) out.push_back(l);
+  return out;
+}
+
+int ParamLayout::local_layer(int layer) const {
+  int local = 0;
+  for (const StageRange& r : chunks_) {
+    if (layer >= r.first_layer && layer < r.first_layer + r.num_layers)
+      return local + layer - r.first_layer;
+    local += r.num_layers;
+  }
+  LOOM_CHECK(false, "layer ", layer, " is not on pipeline stage ", stage_);
+  return -1;
 }
 
 void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard,

@@ -1,6 +1,8 @@
 // ParamLayout: which parameters a rank holds (its pipeline stage and tensor-parallel shard),
 // their canonical names and shapes, and where each lives in the rank's flat buffer.
-// A pure function of (model config, tp, tp_rank, stage split, stage): no MPI, no allocation.
+// A pure function of (model config, tp, tp_rank, stage split, stage, virtual stages): no MPI,
+// no allocation. With v virtual stages the layers form pp*v equal chunks, chunk c on stage
+// c % pp; tensors keep their global layer index, so the names do not depend on the split.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,16 +49,33 @@ struct StageRange {
 // the extra layers).
 std::vector<int> split_layers(int n_layer, int pp, const std::vector<int>& stage_layers);
 
+// The layer ranges of `stage`, one per chunk in chunk order: chunk c of the stage is global
+// chunk c*pp + stage of n_layer/(pp*v) layers (v > 1 needs divisibility and no stage_layers),
+// or the stage's one range of split_layers (v == 1).
+std::vector<StageRange> stage_chunks(int n_layer, int pp, int stage, int v,
+                                     const std::vector<int>& stage_layers = {});
+
 class ParamLayout {
  public:
   ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage,
               const std::vector<int>& stage_layers = {});
+  // With v virtual stages (chunks) per pipeline stage.
+  ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage, int v,
+              const std::vector<int>& stage_layers);
 
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec& get(const std::string& name) const;
   const ParamSpec* find(const std::string& name) const;
   size_t total() const { return total_; }  // elements in the flat buffer
-  StageRange layers() const { return range_; }
+  // The stage's layers, one range per chunk; the flat buffer holds them in this order.
+  const std::vector<StageRange>& chunks() const { return chunks_; }
+  int virtual_stages() const { return int(chunks_.size()); }
+  StageRange layers() const;  // the one range of a stage with one chunk (InternalError else)
+  int num_layers() const;     // over all chunks
+  // Index of global layer `layer` among this stage's layers (chunk order); InternalError when
+  // the stage does not hold it.
+  int local_layer(int layer) const;
+  std::vector<int> layer_list() const;  // global indices of the stage's layers, chunk order
   const ModelConfig& model() const { return m_; }
   int stage() const { return stage_; }
   int stages() const { return pp_; }
@@ -78,7 +97,7 @@ class ParamLayout {
 
   ModelConfig m_;
   int tp_, tp_rank_, pp_, stage_, vpad_;
-  StageRange range_;
+  std::vector<StageRange> chunks_;
   std::vector<ParamSpec> params_;
   size_t total_ = 0;
 };

@@ -11,7 +11,8 @@ namespace loom {
 StageParams stage_params(const ParamLayout& layout) {
   StageParams sh;
   sh.stage = layout.stage();
-  sh.num_layers = layout.layers().num_layers;
+  sh.num_layers = layout.num_layers();
+  sh.chunks = layout.virtual_stages();
   sh.first = layout.first_stage();
   sh.last = layout.last_stage();
   sh.total = layout.total();
@@ -37,12 +38,21 @@ StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims, int
                                 Recompute r) {
   StageShapeSpec s;
   s.dims = dims;
-  s.layers = p.num_layers;
+  s.layers = p.num_layers / p.chunks;
   s.slots = slots;
   s.recompute = r;
   s.first = p.first;
   s.last = p.last;
   s.vocab_local = p.vocab_local;
+  return s;
+}
+
+StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims,
+                                const std::vector<int>& chunk_slots, Recompute r) {
+  int total = 0;
+  for (int n : chunk_slots) total += n;
+  StageShapeSpec s = stage_shape_spec(p, dims, total, r);
+  if (chunk_slots.size() > 1) s.chunk_slots = chunk_slots;
   return s;
 }
 
@@ -58,10 +68,16 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
     r.layer_buffer_elems = p.widest_layer;
     r.other_buffer_elems = p.other;
   }
-  r.sent_grads = s.stage.first ? 0 : s.stage.slots;
-  r.recv_grads = s.stage.last ? 0 : (s.overlap ? 2 : 1);
+  // Every chunk but the model's first sends its input gradient back (one buffer per slot);
+  // every chunk but the model's last receives its output gradient, right before its backward.
+  const std::vector<int> chunks = s.stage.per_chunk();
+  for (size_t c = 0; c < chunks.size(); ++c)
+    if (!(s.stage.first && c == 0)) r.sent_grads += chunks[c];
+  const bool sends_grads = !(s.stage.first && chunks.size() == 1);
+  const bool sends_acts = !(s.stage.last && chunks.size() == 1);
+  r.recv_grads = sends_acts ? (s.overlap ? 2 : 1) : 0;
   if (dev.device == Device::CUDA) {
-    r.send_directions = (s.stage.first ? 0 : 1) + (s.stage.last ? 0 : 1);
+    r.send_directions = (sends_grads ? 1 : 0) + (sends_acts ? 1 : 0);
     r.staged_sends = r.send_directions > 0 ? s.stage.slots + 1 : 0;
   }
   r.arenas = plan_stage_arenas(s.stage, dev);

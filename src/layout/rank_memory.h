@@ -17,7 +17,8 @@ namespace loom {
 // Element counts of one (pipeline stage, TP rank)'s parameters (every TP rank of a stage holds
 // the same number of elements).
 struct StageParams {
-  int stage = 0, num_layers = 0;
+  int stage = 0, num_layers = 0;  // num_layers: over all chunks
+  int chunks = 1;                  // virtual stages (equal chunks of num_layers / chunks)
   bool first = false, last = false;
   uint64_t total = 0;         // ParamLayout::total(): elements of the flat buffer
   uint64_t layer_begin = 0;   // flat offset of the first layer element (layers are contiguous)
@@ -34,6 +35,9 @@ StageParams stage_params(const ParamLayout& layout);
 // micro-batches in flight, recomputation r.
 StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims, int slots,
                                 Recompute r);
+// ... with p.chunks chunks of chunk_slots[c] micro-batches in flight each.
+StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims,
+                                const std::vector<int>& chunk_slots, Recompute r);
 
 // What the memory of a rank depends on.
 struct MemorySpec {
@@ -56,8 +60,8 @@ struct RankMemory {
   int layer_buffers = 0;            // ZeRO >= 2: staging (and ZeRO-3 working) layer buffers, 1 or 2
   uint64_t layer_buffer_elems = 0;  // widest layer
   uint64_t other_buffer_elems = 0;  // embeddings, final norm, head
-  int sent_grads = 0;               // pipeline: (N, C) input gradients sent back (stages > 0)
-  int recv_grads = 0;               // pipeline: (N, C) output gradients received (stages < last)
+  int sent_grads = 0;  // pipeline: (N, C) input gradients sent back (slots of chunks but the first)
+  int recv_grads = 0;  // pipeline: (N, C) output gradients received (a chunk but the last: 1 or 2)
   // Device pipeline sends (cuda, pp > 1) are staged: (N, C) buffers per direction this stage
   // sends in (slots + 1 each: as many sends as the schedule keeps in flight, and one).
   int staged_sends = 0;

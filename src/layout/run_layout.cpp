@@ -30,6 +30,11 @@ const Config& checked(const Config& cfg, GridDims grid, Coord coord) {
              grid.dp, " pp", grid.pp, " tp", grid.tp);
   return cfg;
 }
+int sum(const std::vector<int>& v) {
+  int s = 0;
+  for (int x : v) s += x;
+  return s;
+}
 }  // namespace
 
 RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
@@ -40,12 +45,15 @@ RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
       global_batch_(cfg.train.global_batch_size),
       microbatches_(global_batch_ / (grid.dp * micro_batch_)),
       schedule_(parse_schedule(cfg.parallel.schedule)),
-      slots_(slots_in_flight(schedule_, grid.pp, coord.pp, microbatches_)),
+      virtual_stages_(cfg.parallel.virtual_stages),
+      chunk_slots_(loom::chunk_slots(schedule_, grid.pp, coord.pp, microbatches_, virtual_stages_)),
+      slots_(sum(chunk_slots_)),
       dtype_(parse_train_dtype(cfg.train.dtype)),
       recompute_(parse_recompute(cfg.train.recompute)),
       zero_(cfg.optimizer.zero_stage),
       overlap_(cfg.parallel.overlap),
-      params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, cfg.parallel.stage_layers),
+      params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, virtual_stages_,
+              cfg.parallel.stage_layers),
       dims_(block_dims(cfg.model, micro_batch_, grid.tp)) {}
 
 RunLayout::RunLayout(const Config& cfg, const Grid& grid, int rank)
@@ -61,13 +69,13 @@ RunLayout RunLayout::single_sequence(const ModelConfig& m) {
 }
 
 StageShapeSpec RunLayout::stage_spec() const {
-  return stage_shape_spec(stage_params(params_), dims_, slots_, recompute_);
+  return stage_shape_spec(stage_params(params_), dims_, chunk_slots_, recompute_);
 }
 
 MemorySpec RunLayout::memory_spec() const {
   MemorySpec m;
   m.params = stage_params(params_);
-  m.stage = stage_shape_spec(m.params, dims_, slots_, recompute_);
+  m.stage = stage_shape_spec(m.params, dims_, chunk_slots_, recompute_);
   m.dp = grid_.dp;
   m.dp_rank = coord_.dp;
   m.zero = zero_;

@@ -47,7 +47,10 @@ class RunLayout {
   int global_batch() const { return global_batch_; }  // sequences per optimizer step
   int microbatches() const { return microbatches_; }  // per step on each data-parallel rank
   ScheduleKind schedule() const { return schedule_; }
-  int slots() const { return slots_; }  // micro-batches in flight on this stage
+  int slots() const { return slots_; }  // micro-batches in flight on this stage (all chunks)
+  // parallel.virtual_stages: model chunks on this stage (interleaved 1F1B when > 1).
+  int virtual_stages() const { return virtual_stages_; }
+  const std::vector<int>& chunk_slots() const { return chunk_slots_; }  // slots of each chunk
 
   DType dtype() const { return dtype_; }  // train.dtype: the compute dtype on cuda
   Recompute recompute() const { return recompute_; }
@@ -69,6 +72,8 @@ class RunLayout {
   Coord coord_;
   int micro_batch_, global_batch_, microbatches_;
   ScheduleKind schedule_;
+  int virtual_stages_;
+  std::vector<int> chunk_slots_;
   int slots_;
   DType dtype_;
   Recompute recompute_;

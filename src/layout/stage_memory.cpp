@@ -66,15 +66,19 @@ StageArenas plan_stage_arenas(const StageShapeSpec& s, const DeviceTraits& dev) 
   r.per_layer = s.recompute != Recompute::Full;
   r.keep_att = s.recompute == Recompute::None || !dev.attention_saves_probabilities();
   ArenaCounter acts;
-  r.slots.resize(size_t(s.slots));
-  for (StageArenas::Slot& o : r.slots) {
-    for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts.reserve(N * C * e));
-    if (r.per_layer)
-      for (size_t l = 0; l < L; ++l)
-        o.layers.push_back(acts.reserve(d.acts_bytes(r.fmt, r.keep_att)));
-    if (s.first) o.tokens = acts.reserve(N * 4);
-    if (s.last) o.dfinal = acts.reserve(N * C * e);
-  }
+  const std::vector<int> chunks = s.per_chunk();
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (int i = 0; i < chunks[c]; ++i) {
+      StageArenas::Slot o;
+      o.chunk = int(c);
+      for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts.reserve(N * C * e));
+      if (r.per_layer)
+        for (size_t l = 0; l < L; ++l)
+          o.layers.push_back(acts.reserve(d.acts_bytes(r.fmt, r.keep_att)));
+      if (s.first && c == 0) o.tokens = acts.reserve(N * 4);
+      if (s.last && c + 1 == chunks.size()) o.dfinal = acts.reserve(N * C * e);
+      r.slots.push_back(o);
+    }
   // Shared by every slot and layer: the attention probabilities (selective), or a whole layer's
   // activations and the re-run output (full), rebuilt right before each layer's backward.
   if (r.per_layer && !r.keep_att) r.shared = acts.reserve(r.fmt.att_saved * 4);

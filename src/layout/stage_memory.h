@@ -33,11 +33,16 @@ struct HeadScratch {
 size_t carve_head(HeadScratch& h, void* base, int N, int C, int Vl, const ActFormat& f,
                   const DeviceTraits& dev);
 
-// What a stage keeps: its blocks' dims on this TP rank, its layer count, micro-batches in
-// flight, recomputation, whether it is the first/last stage, and its local vocab rows.
+// What a stage keeps: its blocks' dims on this TP rank, its layer count per chunk (virtual
+// stage), micro-batches in flight, recomputation, whether it is the first/last stage, and its
+// local vocab rows. The first stage's chunk 0 holds the embedding, the last stage's last chunk
+// the head.
 struct StageShapeSpec {
   BlockDims dims{1, 1, 1, 1, 1};
-  int layers = 0, slots = 1;
+  int layers = 0;                // per chunk
+  int slots = 1;                 // micro-batches in flight, all chunks together
+  std::vector<int> chunk_slots;  // slots of each chunk (sum: slots); empty: one chunk
+  std::vector<int> per_chunk() const { return chunk_slots.empty() ? std::vector<int>{slots} : chunk_slots; }
   Recompute recompute = Recompute::None;
   bool first = false, last = false;
   int vocab_local = 0;
@@ -46,11 +51,12 @@ struct StageShapeSpec {
 // Byte offsets, each reserved rounded up to 64 bytes, in the activation arena (per slot and
 // shared) and the scratch arena (shared by every layer and micro-batch).
 struct StageArenas {
-  struct Slot {
-    std::vector<size_t> xs;      // L+1 (N, C): layer inputs and the stage output
+  struct Slot {                 // the slots of chunk 0, then of chunk 1, ...
+    int chunk = 0;
+    std::vector<size_t> xs;      // L+1 (N, C): layer inputs and the chunk output
     std::vector<size_t> layers;  // L BlockActs (none under full recompute)
-    size_t tokens = 0;           // (N) int32, first stage
-    size_t dfinal = 0;           // (N, C), last stage: gradient of the stage output
+    size_t tokens = 0;           // (N) int32, first stage's chunk 0
+    size_t dfinal = 0;           // (N, C), last stage's last chunk: gradient of its output
   };
   ActFormat fmt;
   bool per_layer = true;  // each slot keeps each layer's BlockActs (recompute != full)

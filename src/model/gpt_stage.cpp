@@ -20,7 +20,7 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
   const ParamLayout& layout = layout_;
   dims_ = run_.dims();
   fmt_ = act_format(be_.traits(), dims_);
-  const size_t L = size_t(layout.layers().num_layers);
+  const size_t L = size_t(layout.num_layers());  // all chunks
 
   const size_t cap = mem.param_elems;
   if (!phooks_.where) {  // default placement: one flat buffer, padded for ZeRO's shards
@@ -45,8 +45,8 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
     float* base = grads();
     hooks_.where = [base](const ParamSpec& p) { return base + p.offset; };
   }
-  for (size_t l = 0; l < L; ++l) {
-    int layer = layout.layers().first_layer + int(l);
+  LOOM_CHECK(L == size_t(layout.layer_list().size()), "layer list of ", L, " layers");
+  for (int layer : layout.layer_list()) {
     w_.push_back(weights_at(layer));
     g_.push_back(grads_at(layer));
   }
@@ -65,18 +65,26 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
   scratch_.zero();
   auto at = [](Buffer& a, size_t off) { return static_cast<char*>(a.data()) + off; };
   if (full) recompute_out_ = at(acts_, plan.rerun_out);
+  const int chunks = layout.virtual_stages();
   for (const StageArenas::Slot& o : plan.slots) {
+    LOOM_CHECK(o.chunk >= 0 && o.chunk < chunks && o.xs.size() == L / size_t(chunks) + 1,
+               "the memory model's slot of chunk ", o.chunk, " does not fit the stage's ", chunks,
+               " chunks of ", L / size_t(chunks), " layers");
+    if (chunk_slot0_.size() <= size_t(o.chunk)) chunk_slot0_.push_back(int(slots_.size()));
     Slot s;
     for (size_t off : o.xs) s.xs.push_back(at(acts_, off));
-    if (full) s.layers.assign(L, block_acts_at(at(acts_, plan.shared), dims_, fmt_));
+    if (full) s.layers.assign(o.xs.size() - 1, block_acts_at(at(acts_, plan.shared), dims_, fmt_));
     for (size_t off : o.layers)
       s.layers.push_back(block_acts_at(
           at(acts_, off), dims_, fmt_,
           plan.keep_att ? nullptr : reinterpret_cast<float*>(at(acts_, plan.shared))));
-    if (run_.first_stage()) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
-    if (run_.last_stage()) s.dfinal = at(acts_, o.dfinal);
+    if (embeds(o.chunk)) s.tokens = reinterpret_cast<int32_t*>(at(acts_, o.tokens));
+    if (has_head(o.chunk)) s.dfinal = at(acts_, o.dfinal);
     slots_.push_back(s);
   }
+  LOOM_CHECK(int(chunk_slot0_.size()) == chunks, "the memory model has slots for ",
+             chunk_slot0_.size(), " of the stage's ", chunks, " chunks");
+  chunk_slot0_.push_back(int(slots_.size()));
   bs_ = block_scratch_at(at(scratch_, plan.block_scratch), dims_, fmt_);
   fill_rope_tables(be_, bs_, dims_);
   dbuf_[0] = at(scratch_, plan.dgrad[0]);
@@ -123,13 +131,26 @@ BlockGrads GPTStage::grads_at(int layer) const {
                                [this](const ParamSpec& p) { return hooks_.where(p); });
 }
 
+GPTStage::Slot& GPTStage::slot_of(int chunk, int slot) {
+  LOOM_CHECK(chunk >= 0 && size_t(chunk) + 1 < chunk_slot0_.size() && slot >= 0 &&
+                 chunk_slot0_[size_t(chunk)] + slot < chunk_slot0_[size_t(chunk) + 1],
+             "slot ", slot, " of chunk ", chunk, " is not on this stage");
+  return slots_[size_t(chunk_slot0_[size_t(chunk)] + slot)];
+}
+
 void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
-  Slot& s = slots_[size_t(slot)];
+  forward(0, slot, tokens, targets, dloss);
+}
+
+void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
+                       float dloss) {
+  Slot& s = slot_of(chunk, slot);
   const int B = dims_.B, T = dims_.T, C = dims_.C, N = dims_.N();
-  const bool ends = layout_.first_stage() || layout_.last_stage();
-  const int first = layout_.layers().first_layer, L = int(w_.size());
+  const bool ends = embeds(chunk) || has_head(chunk);
+  const StageRange r = layout_.chunks()[size_t(chunk)];
+  const int first = r.first_layer, L = r.num_layers, w0 = layout_.local_layer(first);
   if (ends) gather(-1);  // embeddings, final norm, classifier
-  if (layout_.first_stage()) {
+  if (embeds(chunk)) {
     prefetch(first);  // during the embedding
     be_.copy(s.tokens, tokens, size_t(N) * sizeof(int32_t));  // kept for the backward
     // Position embeddings (gpt2) are added by one TP rank so the all-reduce counts them once.
@@ -142,11 +163,11 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
     gather(first + l);
     if (l + 1 < L) prefetch(first + l + 1);
     const size_t i = size_t(l);
-    block_forward(be_, s.xs[i + 1], s.xs[i], w_[i], s.layers[i], bs_, dims_, pc_.tp);
+    block_forward(be_, s.xs[i + 1], s.xs[i], w_[size_t(w0 + l)], s.layers[i], bs_, dims_, pc_.tp);
     release(first + l);
     poll();
   }
-  if (layout_.last_stage()) {
+  if (has_head(chunk)) {
     if (targets && head_.targets) {  // device backends read their own copy
       be_.copy(head_.targets, targets, size_t(N) * sizeof(int32_t));
       targets = head_.targets;
@@ -201,7 +222,7 @@ void GPTStage::logits_to_host(float* out) const {
 }
 
 // Rebuilds what layer l's backward needs and the chosen mode did not keep.
-void GPTStage::recompute(Slot& s, int l) {
+void GPTStage::recompute(Slot& s, int l, int w) {
   const BlockActs& a = s.layers[size_t(l)];
   if (run_.recompute() == Recompute::Selective && be_.traits().attention_saves_probabilities())
     // The probabilities from q, k (the output, written to scratch, is not needed).
@@ -209,33 +230,39 @@ void GPTStage::recompute(Slot& s, int l) {
                           dims_.D());
   else if (run_.recompute() ==
            Recompute::Full)  // the layer's whole forward, TP all-reduces included
-    block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(l)], a, bs_, dims_, pc_.tp);
+    block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(w)], a, bs_, dims_, pc_.tp);
 }
 
 void GPTStage::backward(int slot, const void* dout, void* dinput, bool last) {
-  Slot& s = slots_[size_t(slot)];
-  const void* dcur = layout_.last_stage() ? s.dfinal : dout;
-  LOOM_CHECK(dcur != nullptr, "backward of a middle stage needs the output gradient");
-  const int L = int(w_.size()), first = layout_.layers().first_layer;
+  backward(0, slot, dout, dinput, last, last);
+}
+
+void GPTStage::backward(int chunk, int slot, const void* dout, void* dinput, bool last,
+                        bool step_last) {
+  Slot& s = slot_of(chunk, slot);
+  const void* dcur = has_head(chunk) ? s.dfinal : dout;
+  LOOM_CHECK(dcur != nullptr, "backward of a middle chunk needs the output gradient");
+  const StageRange r = layout_.chunks()[size_t(chunk)];
+  const int L = r.num_layers, first = r.first_layer, w0 = layout_.local_layer(first);
   for (int l = L - 1; l >= 0; --l) {
     void* dnext = (l == 0 && dinput) ? dinput : dbuf_[(L - 1 - l) % 2];
     gather(first + l);
     if (l > 0) prefetch(first + l - 1);
-    recompute(s, l);
+    recompute(s, l, w0 + l);
     if (hooks_.layer_begin) hooks_.layer_begin(first + l);
-    block_backward(be_, dnext, dcur, s.xs[size_t(l)], w_[size_t(l)], g_[size_t(l)],
+    block_backward(be_, dnext, dcur, s.xs[size_t(l)], w_[size_t(w0 + l)], g_[size_t(w0 + l)],
                    s.layers[size_t(l)], bs_, dims_, pc_.tp);
     release(first + l);
     dcur = dnext;
     if (hooks_.layer_done) hooks_.layer_done(first + l, last);
     poll();
   }
-  if (layout_.first_stage()) {
+  if (embeds(chunk)) {
     float* dwpe = m_.llama() ? nullptr : grad("wpe.weight");
     be_.embedding_backward(grad("wte.weight"), dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
                            layout_.vocab_start(), layout_.vocab_local());
   }
-  if (hooks_.backward_done) hooks_.backward_done(last);
+  if (hooks_.backward_done) hooks_.backward_done(step_last);
 }
 
 }  // namespace loom

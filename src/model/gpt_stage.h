@@ -1,6 +1,7 @@
 // GPTStage: the part of a GPT-2 model that one rank runs (its pipeline stage, its TP shard):
 // parameters and gradients as flat fp32 buffers, activation slots for in-flight micro-batches
-// (allocated once), and explicit forward/backward of one micro-batch, on one Backend's device.
+// of each of its chunks (virtual stages; allocated once), and explicit forward/backward of one
+// micro-batch through one chunk, on one Backend's device.
 // With a low-precision act dtype (cuda bf16/fp16) the kernels read a copy of the parameters in
 // that dtype (the compute weights), refreshed from the fp32 master weights after each update.
 #pragma once
@@ -24,8 +25,9 @@ namespace loom {
 // each layer's backward and after each micro-batch's backward, every micro-batch. Any hook may
 // be empty; with `where` empty the default buffer is used and the other hooks still run (ZeRO
 // 0/1 with parallel.overlap start their reductions from layer_done of the last micro-batch).
-// `last`: the backward is the step's last micro-batch's (the executor says so), after which the
-// gradients of this rank are final.
+// `last`: for layer_done, the backward is the last micro-batch's of the layer's chunk this step
+// (the executor says so), after which the layer's gradients are final; for backward_done, it is
+// the step's last backward on this rank, after which all its gradients are final.
 struct GradHooks {
   std::function<float*(const ParamSpec&)> where;  // storage of each tensor's gradient
   std::function<void(int layer)> layer_begin;     // right before a layer's backward writes them
@@ -70,11 +72,18 @@ class GPTStage {
   // optimizer step); nothing to do when the kernels read the fp32 parameters themselves.
   void refresh_compute_weights();
 
-  // (N, C) input of the stage for `slot` (act dtype): filled by the caller before forward on
-  // stages > 0.
-  void* input(int slot) { return slots_[size_t(slot)].xs.front(); }
-  // (N, C) output of the stage for `slot` after forward (stages < last).
-  void* output(int slot) { return slots_[size_t(slot)].xs.back(); }
+  // (N, C) input of chunk `chunk` for `slot` (act dtype): filled by the caller before forward
+  // on all but the model's first chunk.
+  void* input(int chunk, int slot) { return slot_of(chunk, slot).xs.front(); }
+  // (N, C) output of the chunk for `slot` after forward (all but the model's last chunk).
+  void* output(int chunk, int slot) { return slot_of(chunk, slot).xs.back(); }
+  void* input(int slot) { return input(0, slot); }  // one chunk per stage
+  void* output(int slot) { return output(0, slot); }
+  // The model's first chunk (embedding) and last chunk (head) among this stage's.
+  bool embeds(int chunk) const { return layout_.first_stage() && chunk == 0; }
+  bool has_head(int chunk) const {
+    return layout_.last_stage() && chunk + 1 == layout_.virtual_stages();
+  }
 
   // Forward of one micro-batch. tokens and targets (N) are in backend memory.
   // First stage: tokens (N) are embedded; others read input(slot).
@@ -84,6 +93,8 @@ class GPTStage {
   // never the logits. With dloss == 0 (eval) or no targets (generation) the logits stay readable in
   // logits().
   void forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss);
+  // ... of chunk `chunk` (virtual stage) of this stage; the above is chunk 0's.
+  void forward(int chunk, int slot, const int32_t* tokens, const int32_t* targets, float dloss);
   // host (N, Vl) fp32 = this rank's vocab shard of the last forward's logits (last stage,
   // dloss == 0).
   void logits_to_host(float* out) const;
@@ -94,6 +105,10 @@ class GPTStage {
   // the act dtype on the backend's device.
   // last: this is the step's last micro-batch (passed on to the gradient hooks).
   void backward(int slot, const void* dout, void* dinput, bool last = true);
+  // ... of chunk `chunk`: last says it is the chunk's last micro-batch this step (its layers'
+  // gradients are final: GradHooks::layer_done), step_last that it is the step's last backward
+  // on this stage (GradHooks::backward_done).
+  void backward(int chunk, int slot, const void* dout, void* dinput, bool last, bool step_last);
 
   // Called between layers in forward and backward: lets non-blocking communication started by
   // the optimizer or the executor progress (MPI without a progress thread moves data only
@@ -114,6 +129,7 @@ class GPTStage {
     int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
     void* dfinal = nullptr;         // (N, C) last stage: gradient of xs[L]
   };
+  Slot& slot_of(int chunk, int slot);
   BlockWeights weights_at(int layer) const;
   BlockGrads grads_at(int layer) const;
   float* grad(const std::string& name) const { return hooks_.where(layout_.get(name)); }
@@ -133,7 +149,7 @@ class GPTStage {
     if (progress_) progress_();
   }
   void head(Slot& s, const int32_t* targets, float dloss);
-  void recompute(Slot& s, int layer);
+  void recompute(Slot& s, int layer, int w);  // layer of the slot's chunk, w its local index
 
   const RunLayout run_;
   const ModelConfig& m_;       // run_.model()
@@ -151,7 +167,8 @@ class GPTStage {
   std::vector<BlockWeights> w_;
   std::vector<BlockGrads> g_;
   Buffer acts_, scratch_;  // the arenas of layout/stage_memory.h
-  std::vector<Slot> slots_;
+  std::vector<Slot> slots_;        // chunk 0's, then chunk 1's, ...
+  std::vector<int> chunk_slot0_;   // index in slots_ of each chunk's first slot, then the total
   BlockScratch bs_;
   HeadScratch head_;                    // last stage
   void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype

@@ -90,7 +90,8 @@ class ZeroOptimizer {
   void gather_range(size_t begin, size_t end, float* out);  // stage 3: flat range from shards
   CommRequest start_gather_range(size_t begin, size_t end, float* out);
   bool deferred(const ParamSpec& p) const;
-  size_t local(int layer) const { return size_t(layer - layout_.layers().first_layer); }
+  // Index of a global layer among this stage's (all chunks, in order).
+  size_t local(int layer) const { return size_t(layout_.local_layer(layer)); }
   // The staging / working buffer of a layer: alternating by layer with overlap, else the one.
   int buf(int layer) const { return overlap_ ? int(local(layer) % 2) : 0; }
   // Overlap: stages 0/1 start the DP all-reduce of [begin, end); stages 2/3 finish the reduce

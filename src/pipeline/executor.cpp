@@ -1,4 +1,4 @@
-// Executes a pipeline schedule: receive, compute, send (non-blocking), per micro-batch slot.
+// Executes a pipeline schedule: receive, compute, send (non-blocking), per (chunk, slot).
 #include "pipeline/executor.h"
 
 #include <algorithm>
@@ -8,19 +8,38 @@
 namespace loom {
 
 namespace {
-constexpr int kGradTag = 1 << 20;  // tags: activations use mb, gradients kGradTag + mb
-}
+// Tags: the activation of micro-batch mb for global chunk g is g*m + mb, its gradient for
+// chunk g kGradTag + g*m + mb; unique within a step.
+constexpr int kGradTag = 1 << 20;
+}  // namespace
 
 PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLayout& run,
                                    const RankMemory& mem)
-    : stage_(stage), pc_(pc), microbatches_(run.microbatches()), overlap_(run.overlap()) {
-  schedule_ = make_schedule(run.schedule(), run.pp(), run.coord().pp, microbatches_);
+    : stage_(stage),
+      pc_(pc),
+      microbatches_(run.microbatches()),
+      overlap_(run.overlap()),
+      pp_(run.pp()),
+      stage_idx_(run.coord().pp),
+      chunks_(run.virtual_stages()),
+      chunk_slots_(run.chunk_slots()) {
+  schedule_ = make_schedule(run.schedule(), pp_, stage_idx_, microbatches_, chunks_);
   num_slots_ = run.slots();
-  LOOM_CHECK(max_in_flight(schedule_) == num_slots_, "the ", schedule_name(run.schedule()),
-             " schedule keeps ", max_in_flight(schedule_), " micro-batches in flight on stage ",
-             run.coord().pp, " but the stage was built with ", num_slots_, " slots");
-  LOOM_CHECK(mem.recv_grads == (pc.last_stage() ? 0 : (overlap_ ? 2 : 1)) &&
-                 mem.sent_grads == (pc.first_stage() ? 0 : num_slots_),
+  LOOM_CHECK(int(chunk_slots_.size()) == chunks_, chunk_slots_.size(), " slot counts for ",
+             chunks_, " chunks");
+  for (int c = 0; c < chunks_; ++c) {
+    LOOM_CHECK(max_in_flight(schedule_, chunks_ == 1 ? -1 : c) == chunk_slots_[size_t(c)], "the ",
+               schedule_name(run.schedule()), " schedule keeps ",
+               max_in_flight(schedule_, chunks_ == 1 ? -1 : c), " micro-batches of chunk ", c,
+               " in flight on stage ", stage_idx_, " but the stage was built with ",
+               chunk_slots_[size_t(c)], " slots");
+    slot0_.push_back(c == 0 ? 0 : slot0_.back() + chunk_slots_[size_t(c) - 1]);
+  }
+  const int G = pp_ * chunks_;
+  int sent = 0;  // input-gradient buffers: the slots of every chunk but the model's first
+  for (int c = 0; c < chunks_; ++c) sent += global(c) > 0 ? chunk_slots_[size_t(c)] : 0;
+  const bool recv_grads = global(chunks_ - 1) < G - 1 || chunks_ > 1;
+  LOOM_CHECK(mem.recv_grads == (recv_grads ? (overlap_ ? 2 : 1) : 0) && mem.sent_grads == sent,
              "memory model and executor disagree on the pipeline buffers");
   const size_t NC = size_t(stage.tokens_per_micro_batch()) * size_t(stage.d_model());
   const Backend& be = stage.backend();
@@ -53,7 +72,8 @@ double PipelineExecutor::total_ms(bool backward) const {
 }
 
 bool PipelineExecutor::receives(const PipeAction& a) const {
-  return a.op == PipeOp::Forward ? !pc_.first_stage() : !pc_.last_stage();
+  const int g = global(a.chunk);
+  return a.op == PipeOp::Forward ? g > 0 : g < pp_ * chunks_ - 1;
 }
 
 void* PipelineExecutor::dout(int backwards) {
@@ -63,10 +83,12 @@ void* PipelineExecutor::dout(int backwards) {
 
 CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const int tag = global(a.chunk) * microbatches_ + a.mb;
   if (a.op == PipeOp::Forward)
-    return pc_.pp.start_recv(stage_.input(a.mb % num_slots_), NC, act_dtype_, pc_.coord.pp - 1,
-                             a.mb);
-  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, pc_.coord.pp + 1, kGradTag + a.mb);
+    return pc_.pp.start_recv(stage_.input(a.chunk, slot(a)), NC, act_dtype_,
+                             (stage_idx_ + pp_ - 1) % pp_, tag);
+  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, (stage_idx_ + 1) % pp_,
+                           kGradTag + tag);
 }
 
 void PipelineExecutor::progress() { pc_.pp.test(early_); }
@@ -78,24 +100,27 @@ void PipelineExecutor::progress() { pc_.pp.test(early_); }
 // overlap the only change is that the receive of action i+1 is posted (MPI_Irecv, which never
 // blocks) before action i computes, and waited for where the blocking receive used to be: the
 // blocking points and their order are unchanged, so the same proof holds; a receive posted
-// early can only let the peer's send complete sooner. Tags (micro-batch, direction) are unique
-// within a step and every early receive is waited for within the step, so no receive can match
-// a message meant for another. It is posted only when its buffer is free during action i: a
-// forward's input slot differs from action i's slot (the slot's previous micro-batch finished
-// its backward no later than action i, schedules completing micro-batches in order), and a
-// backward's output gradient alternates between two buffers, the other one held by action i at
-// most.
+// early can only let the peer's send complete sooner. Tags (chunk, micro-batch, direction) are
+// unique within a step and every early receive is waited for within the step, so no receive
+// can match a message meant for another. It is posted only when its buffer is free during
+// action i: a forward's input (chunk, slot) differs from action i's (the slot's previous
+// micro-batch finished its backward no later than action i, schedules completing each chunk's
+// micro-batches in order), and a backward's output gradient alternates between two buffers,
+// the other one held by action i at most.
 void PipelineExecutor::run(const StepTokens& in, float dloss) {
   passes_.clear();
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
-  const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
+  const int prev = (stage_idx_ + pp_ - 1) % pp_, next = (stage_idx_ + 1) % pp_;
+  const int G = pp_ * chunks_;
+  std::vector<int> chunk_backwards(size_t(chunks_), 0);
   int backwards = 0;     // backward actions so far
   size_t early_for = 0;  // the action whose receive early_ holds (valid while posted)
   bool posted = false;
   for (size_t i = 0; i < schedule_.size(); ++i) {
     const PipeAction& a = schedule_[i];
-    const int slot = a.mb % num_slots_;
-    if (a.op == PipeOp::Forward) pc_.pp.wait(&act_req_[size_t(slot)]);  // its output has left
+    const int sl = slot(a), g = global(a.chunk);
+    const size_t r = req(a);
+    if (a.op == PipeOp::Forward) pc_.pp.wait(&act_req_[r]);  // its output has left
     if (receives(a)) {
       if (!posted || early_for != i) early_ = post_recv(a, backwards);  // not posted early
       pc_.pp.wait(early_);
@@ -103,7 +128,7 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
     }
     if (overlap_ && i + 1 < schedule_.size()) {
       const PipeAction& n = schedule_[i + 1];
-      const bool free = n.op == PipeOp::Backward || n.mb % num_slots_ != slot;
+      const bool free = n.op == PipeOp::Backward || req(n) != r;
       if (receives(n) && free) {
         early_ = post_recv(n, backwards + (a.op == PipeOp::Backward));
         early_for = i + 1, posted = true;
@@ -111,39 +136,53 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
     }
     if (a.op == PipeOp::Forward) {
       const size_t at = size_t(a.mb) * size_t(stage_.tokens_per_micro_batch());
-      timed(false, [&] { stage_.forward(slot, in.tokens + at, in.targets + at, dloss); });
-      if (!pc_.last_stage())
-        act_req_[size_t(slot)] = pc_.pp.isend(stage_.output(slot), NC, act_dtype_, next, a.mb);
+      timed(false, [&] { stage_.forward(a.chunk, sl, in.tokens + at, in.targets + at, dloss); });
+      if (g + 1 < G)
+        act_req_[r] = pc_.pp.isend(stage_.output(a.chunk, sl), NC, act_dtype_, next,
+                                   (g + 1) * microbatches_ + a.mb);
     } else {
-      const void* d = pc_.last_stage() ? nullptr : dout(backwards);
+      const void* d = g + 1 == G ? nullptr : dout(backwards);
       void* dinput = nullptr;
-      if (!pc_.first_stage()) {
-        pc_.pp.wait(&grad_req_[size_t(slot)]);
-        dinput = static_cast<char*>(dinput_buf_.data()) + size_t(slot) * act_bytes_;
+      if (g > 0) {
+        pc_.pp.wait(&grad_req_[r]);
+        const size_t at = size_t(slot0_[size_t(a.chunk)] - (global(0) > 0 ? 0 : chunk_slots_[0]));
+        dinput = static_cast<char*>(dinput_buf_.data()) + (at + size_t(sl)) * act_bytes_;
       }
-      const bool last = backwards + 1 == microbatches_;  // schedules end on the last backward
-      timed(true, [&] { stage_.backward(slot, d, dinput, last); });
+      // The chunk's last micro-batch: its layers' gradients are final. Schedules end on the
+      // step's last backward.
+      const bool last = ++chunk_backwards[size_t(a.chunk)] == microbatches_;
+      const bool step_last = i + 1 == schedule_.size();
+      timed(true, [&] { stage_.backward(a.chunk, sl, d, dinput, last, step_last); });
       if (dinput)
-        grad_req_[size_t(slot)] = pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + a.mb);
+        grad_req_[r] = pc_.pp.isend(dinput, NC, act_dtype_, prev,
+                                    kGradTag + (g - 1) * microbatches_ + a.mb);
       ++backwards;
     }
   }
-  for (auto& r : act_req_) pc_.pp.wait(&r);
-  for (auto& r : grad_req_) pc_.pp.wait(&r);
+  for (auto& q : act_req_) pc_.pp.wait(&q);
+  for (auto& q : grad_req_) pc_.pp.wait(&q);
   pc_.pp.wait_sends();  // device sends (cuda): delivered before the next step's work runs
 }
 
+// Every micro-batch through every chunk in order (chunk 0 of all stages, then chunk 1, ...):
+// each stage's receives come in the order its predecessor sends.
 void PipelineExecutor::run_forward(const StepTokens& in) {
   const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
-  const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
-  for (int mb = 0; mb < microbatches_; ++mb) {
-    pc_.pp.wait(&act_req_[0]);  // slot 0's previous output has left
-    if (!pc_.first_stage()) pc_.pp.recv(stage_.input(0), NC, act_dtype_, prev, mb);
-    const size_t at = size_t(mb) * size_t(stage_.tokens_per_micro_batch());
-    stage_.forward(0, in.tokens + at, in.targets + at, 0.0f);
-    if (!pc_.last_stage()) act_req_[0] = pc_.pp.isend(stage_.output(0), NC, act_dtype_, next, mb);
-  }
-  pc_.pp.wait(&act_req_[0]);
+  const int prev = (stage_idx_ + pp_ - 1) % pp_, next = (stage_idx_ + 1) % pp_;
+  const int G = pp_ * chunks_;
+  for (int mb = 0; mb < microbatches_; ++mb)
+    for (int c = 0; c < chunks_; ++c) {
+      const int g = global(c);
+      const size_t r = size_t(slot0_[size_t(c)]);  // slot 0 of the chunk
+      pc_.pp.wait(&act_req_[r]);                   // its previous output has left
+      if (g > 0) pc_.pp.recv(stage_.input(c, 0), NC, act_dtype_, prev, g * microbatches_ + mb);
+      const size_t at = size_t(mb) * size_t(stage_.tokens_per_micro_batch());
+      stage_.forward(c, 0, in.tokens + at, in.targets + at, 0.0f);
+      if (g + 1 < G)
+        act_req_[r] =
+            pc_.pp.isend(stage_.output(c, 0), NC, act_dtype_, next, (g + 1) * microbatches_ + mb);
+    }
+  for (auto& q : act_req_) pc_.pp.wait(&q);
   pc_.pp.wait_sends();
 }
 

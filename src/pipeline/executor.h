@@ -1,6 +1,8 @@
 // PipelineExecutor: runs one step's schedule on this stage, sending activations forward and
-// their gradients back over the pipeline communicator. With overlap, the receive of the next
-// action's input or output gradient is posted before the current action computes.
+// their gradients back over the pipeline communicator. With virtual stages, global chunk g =
+// c*pp + stage sends its output to chunk g+1 on stage (stage+1) mod pp and its input gradient
+// to chunk g-1 on stage (stage-1) mod pp. With overlap, the receive of the next action's input
+// or output gradient is posted before the current action computes.
 #pragma once
 #include <functional>
 #include <vector>
@@ -49,7 +51,10 @@ class PipelineExecutor {
   template <typename F>
   void timed(bool backward, F&& pass);
   double total_ms(bool backward) const;
+  int global(int chunk) const { return chunk * pp_ + stage_idx_; }  // the model's chunk index
   bool receives(const PipeAction& a) const;  // takes an input or output gradient from a peer
+  int slot(const PipeAction& a) const { return a.mb % chunk_slots_[size_t(a.chunk)]; }
+  size_t req(const PipeAction& a) const { return size_t(slot0_[size_t(a.chunk)] + slot(a)); }
   // Posts action a's receive; `backwards` backward actions precede it in the step.
   CommRequest post_recv(const PipeAction& a, int backwards);
   void* dout(int backwards);  // where the backward after `backwards` others receives dout
@@ -57,13 +62,15 @@ class PipelineExecutor {
   GPTStage& stage_;
   ParallelCtx& pc_;
   Schedule schedule_;
-  int microbatches_, num_slots_;
+  int microbatches_, num_slots_;  // num_slots_: all chunks together
   bool overlap_;
+  int pp_, stage_idx_, chunks_;
+  std::vector<int> chunk_slots_, slot0_;  // slots of each chunk, index of its first in all
   DType act_dtype_ = DType::F32;
   size_t act_bytes_ = 0;          // one (N, C) activation
   Buffer dinput_buf_, dout_buf_;  // dout_buf_: one output gradient (two with overlap)
   CommRequest early_;             // the receive posted for the next action (overlap)
-  std::vector<MPI_Request> act_req_, grad_req_;  // per slot
+  std::vector<MPI_Request> act_req_, grad_req_;  // per slot of each chunk (req())
   bool timing_ = false;
   struct Pass {
     bool backward;

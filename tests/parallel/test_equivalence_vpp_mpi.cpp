@@ -1,0 +1,111 @@
+// Interleaved 1F1B (parallel.virtual_stages): every layout with v chunks per pipeline stage
+// trains like the single rank, within the reorder tolerance class (tests/support/tolerance.h),
+// for gpt2 and llama, with ZeRO 1-3, recompute, overlap and the tied embedding crossing the
+// pipeline. Runs under mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/parallel/equivalence_util.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace loom {
+namespace {
+
+Config gpt2_config(int n_layer, bool tied = false) {
+  Config c = test::tiny_parallel_config();
+  c.model.n_layer = n_layer;
+  c.model.tie_embeddings = tied;
+  return c;
+}
+
+// As tests/parallel/test_equivalence_llama_mpi.cpp: 8 query heads over 4 kv heads of size 4,
+// SwiGLU width 48, RoPE base 100.
+Config llama_config(int n_layer) {
+  Config c = gpt2_config(n_layer);
+  c.model.arch = "llama";
+  c.model.n_head = 8;
+  c.model.n_kv_head = 4;
+  c.model.ffn_hidden = 48;
+  c.model.rope_theta = 100.0;
+  c.model.norm_eps = 1e-5;
+  return c;
+}
+
+struct Layout {
+  int dp, pp, tp, v, micro;
+  int zero = 0;
+  const char* recompute = "none";
+  bool overlap = false;
+};
+
+const test::RunResult& reference(const Config& base) {
+  static std::map<std::string, test::RunResult> cache;
+  const std::string key = to_yaml(base);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, test::run_layout(base, MPI_COMM_SELF)).first;
+  return it->second;
+}
+
+void check_layout(const Layout& l, const Config& base, const std::string& what) {
+  Config c = base;
+  c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
+  c.parallel.virtual_stages = l.v;
+  c.parallel.micro_batch_size = l.micro;
+  c.parallel.overlap = l.overlap;
+  c.optimizer.zero_stage = l.zero;
+  c.train.recompute = l.recompute;
+  Config v = c;  // the layout rules (the synthetic samples need no data files)
+  v.data.train = {{"synthetic", 1.0}};
+  v.model.vocab_size = 257;  // the byte tokenizer's minimum; the layout rules do not read it
+  const std::vector<std::string> problems = validate(v, l.dp * l.pp * l.tp);
+  ASSERT_TRUE(problems.empty()) << problems.front();
+  const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
+  ASSERT_LE(size, test::world_size());
+  const test::RunResult* ref = rank == 0 ? &reference(base) : nullptr;
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (rank >= size) return;
+  test::RunResult got = test::run_layout(c, sub);
+  MPI_Comm_free(&sub);
+  if (rank != 0) return;
+  const std::string name = what + " dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
+                           "(v" + std::to_string(l.v) + ")xtp" + std::to_string(l.tp) +
+                           " micro" + std::to_string(l.micro) + " zero" +
+                           std::to_string(l.zero) + " recompute " + l.recompute +
+                           (l.overlap ? " overlap" : "");
+  test::expect_reorder_equal(got, *ref, c.model.d_model, name);
+}
+
+TEST(VppEquivalence, Gpt2TwoStagesTwoChunks) {
+  check_layout({1, 2, 1, 2, 1}, gpt2_config(4), "gpt2");  // 8 micro-batches, one layer a chunk
+  check_layout({1, 2, 1, 2, 2}, gpt2_config(4), "gpt2");  // 4 micro-batches
+  check_layout({1, 2, 1, 2, 2, 0, "none", true}, gpt2_config(4), "gpt2");
+  check_layout({1, 2, 1, 2, 1}, gpt2_config(4, true), "gpt2 tied");  // the tie crosses stages
+}
+
+TEST(VppEquivalence, Gpt2FourStagesAndFourChunks) {
+  check_layout({1, 4, 1, 2, 1}, gpt2_config(8), "gpt2");
+  check_layout({1, 4, 1, 2, 2}, gpt2_config(8), "gpt2");  // m == pp: all warm-up
+  check_layout({1, 2, 1, 4, 1}, gpt2_config(8), "gpt2");
+  check_layout({1, 2, 1, 4, 2, 0, "full", true}, gpt2_config(8), "gpt2");
+}
+
+TEST(VppEquivalence, Gpt2ThreeDimensionalWithZeroAndRecompute) {
+  for (int zero = 1; zero <= 3; ++zero)
+    check_layout({2, 2, 2, 2, 1, zero}, gpt2_config(4), "gpt2");
+  check_layout({2, 2, 2, 2, 1, 3, "none", true}, gpt2_config(4), "gpt2");
+  check_layout({2, 2, 2, 2, 1, 2, "selective", true}, gpt2_config(4), "gpt2");
+  check_layout({2, 2, 2, 2, 1, 1, "full"}, gpt2_config(4, true), "gpt2 tied");
+}
+
+TEST(VppEquivalence, Llama) {
+  check_layout({1, 2, 1, 2, 1}, llama_config(4), "llama");
+  check_layout({1, 4, 1, 2, 1}, llama_config(8), "llama");
+  check_layout({1, 2, 1, 4, 1, 0, "selective"}, llama_config(8), "llama");
+  check_layout({2, 2, 2, 2, 1, 3, "full", true}, llama_config(4), "llama");
+  check_layout({2, 2, 2, 2, 1, 2}, llama_config(4), "llama");
+}
+
+}  // namespace
+}  // namespace loom
