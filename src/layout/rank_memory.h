@@ -18,7 +18,7 @@ namespace loom {
 // the same number of elements).
 struct StageParams {
   int stage = 0, num_layers = 0;  // num_layers: over all chunks
-  int chunks = 1;                  // virtual stages (equal chunks of num_layers / chunks)
+  int chunks = 1;                 // virtual stages (equal chunks of num_layers / chunks)
   bool first = false, last = false;
   uint64_t total = 0;         // ParamLayout::total(): elements of the flat buffer
   uint64_t layer_begin = 0;   // flat offset of the first layer element (layers are contiguous)

@@ -31,8 +31,8 @@ Schedule make_gpipe(int stages, int stage, int m) {
 }
 
 Schedule make_interleaved(int P, int stage, int m, int v) {
-  LOOM_CHECK(P >= 1 && stage >= 0 && stage < P && m >= 1 && v >= 1, "interleaved(", P, ", ",
-             stage, ", ", m, ", ", v, ")");
+  LOOM_CHECK(P >= 1 && stage >= 0 && stage < P && m >= 1 && v >= 1, "interleaved(", P, ", ", stage,
+             ", ", m, ", ", v, ")");
   if (v == 1) return make_1f1b(P, stage, m);
   LOOM_CHECK(m % P == 0, "interleaved 1F1B needs the micro-batches (", m,
              ") to be a multiple of the stages (", P, ")");

@@ -42,7 +42,9 @@ struct StageShapeSpec {
   int layers = 0;                // per chunk
   int slots = 1;                 // micro-batches in flight, all chunks together
   std::vector<int> chunk_slots;  // slots of each chunk (sum: slots); empty: one chunk
-  std::vector<int> per_chunk() const { return chunk_slots.empty() ? std::vector<int>{slots} : chunk_slots; }
+  std::vector<int> per_chunk() const {
+    return chunk_slots.empty() ? std::vector<int>{slots} : chunk_slots;
+  }
   Recompute recompute = Recompute::None;
   bool first = false, last = false;
   int vocab_local = 0;
@@ -51,7 +53,7 @@ struct StageShapeSpec {
 // Byte offsets, each reserved rounded up to 64 bytes, in the activation arena (per slot and
 // shared) and the scratch arena (shared by every layer and micro-batch).
 struct StageArenas {
-  struct Slot {                 // the slots of chunk 0, then of chunk 1, ...
+  struct Slot {  // the slots of chunk 0, then of chunk 1, ...
     int chunk = 0;
     std::vector<size_t> xs;      // L+1 (N, C): layer inputs and the chunk output
     std::vector<size_t> layers;  // L BlockActs (none under full recompute)

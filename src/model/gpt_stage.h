@@ -167,8 +167,8 @@ class GPTStage {
   std::vector<BlockWeights> w_;
   std::vector<BlockGrads> g_;
   Buffer acts_, scratch_;  // the arenas of layout/stage_memory.h
-  std::vector<Slot> slots_;        // chunk 0's, then chunk 1's, ...
-  std::vector<int> chunk_slot0_;   // index in slots_ of each chunk's first slot, then the total
+  std::vector<Slot> slots_;       // chunk 0's, then chunk 1's, ...
+  std::vector<int> chunk_slot0_;  // index in slots_ of each chunk's first slot, then the total
   BlockScratch bs_;
   HeadScratch head_;                    // last stage
   void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype

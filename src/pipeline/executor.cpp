@@ -25,8 +25,8 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLa
       chunk_slots_(run.chunk_slots()) {
   schedule_ = make_schedule(run.schedule(), pp_, stage_idx_, microbatches_, chunks_);
   num_slots_ = run.slots();
-  LOOM_CHECK(int(chunk_slots_.size()) == chunks_, chunk_slots_.size(), " slot counts for ",
-             chunks_, " chunks");
+  LOOM_CHECK(int(chunk_slots_.size()) == chunks_, chunk_slots_.size(), " slot counts for ", chunks_,
+             " chunks");
   for (int c = 0; c < chunks_; ++c) {
     LOOM_CHECK(max_in_flight(schedule_, chunks_ == 1 ? -1 : c) == chunk_slots_[size_t(c)], "the ",
                schedule_name(run.schedule()), " schedule keeps ",
@@ -87,8 +87,7 @@ CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
   if (a.op == PipeOp::Forward)
     return pc_.pp.start_recv(stage_.input(a.chunk, slot(a)), NC, act_dtype_,
                              (stage_idx_ + pp_ - 1) % pp_, tag);
-  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, (stage_idx_ + 1) % pp_,
-                           kGradTag + tag);
+  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, (stage_idx_ + 1) % pp_, kGradTag + tag);
 }
 
 void PipelineExecutor::progress() { pc_.pp.test(early_); }
@@ -154,8 +153,8 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
       const bool step_last = i + 1 == schedule_.size();
       timed(true, [&] { stage_.backward(a.chunk, sl, d, dinput, last, step_last); });
       if (dinput)
-        grad_req_[r] = pc_.pp.isend(dinput, NC, act_dtype_, prev,
-                                    kGradTag + (g - 1) * microbatches_ + a.mb);
+        grad_req_[r] =
+            pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + (g - 1) * microbatches_ + a.mb);
       ++backwards;
     }
   }

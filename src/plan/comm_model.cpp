@@ -32,9 +32,9 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     v.tp.calls = int64_t(m * (big + (sh.last ? 2 : 0)));
   }
   if (c.pp > 1) {
-    // Per micro-batch: the stage output forward (all but the last stage) and the input's
-    // gradient backward (all but the first).
-    const uint64_t sends = (sh.last ? 0 : 1) + (sh.first ? 0 : 1);
+    // Per micro-batch and chunk: the chunk output forward (all but the model's last chunk) and
+    // the input's gradient backward (all but the first).
+    const uint64_t sends = 2 * uint64_t(sh.chunks) - (sh.last ? 1 : 0) - (sh.first ? 1 : 0);
     v.pp.bytes = m * sends * NC;
     v.pp.calls = int64_t(m * sends);
   }

@@ -20,11 +20,11 @@ Precision precision_of(const std::string& dtype) {
   return p;
 }
 
-std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp) {
+std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v) {
   std::vector<StageShape> out;
   out.reserve(size_t(pp));
   // TP rank 0 stands for the stage: every TP rank holds the same number of elements.
-  for (int s = 0; s < pp; ++s) out.push_back(stage_params(ParamLayout(m, tp, 0, pp, s)));
+  for (int s = 0; s < pp; ++s) out.push_back(stage_params(ParamLayout(m, tp, 0, pp, s, v, {})));
   return out;
 }
 

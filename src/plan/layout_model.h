@@ -44,6 +44,8 @@ struct PlanModel {
   std::string device = "cpu";      // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
   bool overlap = false;  // parallel.overlap: second staging/working/receive buffers
+  int virtual_stages = 1;  // parallel.virtual_stages: interleaved 1F1B on candidates with pp > 1
+  int chunks(int pp) const { return pp > 1 ? virtual_stages : 1; }  // per stage
   // True when loom's allocations and counters are reproduced exactly (cpu backend, fp32).
   bool exact_backend() const { return device == "cpu" && prec.name == "fp32"; }
   // The modelled device: its element size, alignment and kernel work sizes.
@@ -55,6 +57,7 @@ using StageShape = ::loom::StageParams;
 
 // One StageShape per pipeline stage (layers split as loom splits them: even, extra layers to the
 // earlier stages). Needs pp <= n_layer and tp dividing n_head and d_model.
-std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp);
+// With v > 1 each stage holds v equal chunks (needs n_layer % (pp*v) == 0).
+std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v = 1);
 
 }  // namespace loom::plan

@@ -7,8 +7,8 @@
 namespace loom::plan {
 
 namespace {
-MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh, int slots,
-                   int dp_rank, int microbatches = 1) {
+MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                   const std::vector<int>& slots, int dp_rank, int microbatches = 1) {
   MemorySpec s;
   s.params = sh;
   s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp), slots, c.recompute);
@@ -23,12 +23,13 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
 
 uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                           int slots) {
-  return uint64_t(plan_stage_arenas(spec_of(pm, c, sh, slots, 0).stage, pm.traits()).bytes());
+  return uint64_t(plan_stage_arenas(spec_of(pm, c, sh, {slots}, 0).stage, pm.traits()).bytes());
 }
 
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, uint64_t reserved, int dp_rank) {
-  const int slots = slots_in_flight(pm.schedule, c.pp, sh.stage, microbatches);
+  const std::vector<int> slots =
+      chunk_slots(pm.schedule, c.pp, sh.stage, microbatches, pm.chunks(c.pp));
   const RankMemory mem =
       plan_rank_memory(spec_of(pm, c, sh, slots, dp_rank, microbatches), pm.traits());
   MemoryEstimate r;

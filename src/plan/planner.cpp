@@ -33,6 +33,9 @@ std::string grid_problem(const PlanModel& pm, const Candidate& c) {
   else if (m.d_model % c.tp != 0)
     why.push_back(str("tp ", c.tp, " does not divide d_model ", m.d_model));
   if (c.pp > m.n_layer) why.push_back(str("pp ", c.pp, " > n_layer ", m.n_layer));
+  else if (pm.chunks(c.pp) > 1 && m.n_layer % (c.pp * pm.chunks(c.pp)) != 0)
+    why.push_back(str("pp ", c.pp, " x virtual_stages ", pm.chunks(c.pp),
+                      " does not divide n_layer ", m.n_layer));
   if (pm.global_batch % c.dp != 0)
     why.push_back(str("global batch ", pm.global_batch, " is not divisible by dp ", c.dp));
   std::string out;
@@ -67,6 +70,7 @@ PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note
   pm.schedule = parse_schedule(cfg.parallel.schedule);
   pm.order = cfg.parallel.order;
   pm.overlap = cfg.parallel.overlap;
+  pm.virtual_stages = cfg.parallel.virtual_stages;
   pm.device = cl.device;
   std::string dtype = cfg.train.dtype, why;
   if (cl.device == "cpu") {
@@ -108,10 +112,11 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
         plan.rejected.push_back(e);
         continue;
       }
-      const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp);
+      const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp, pm.chunks(pp));
       const Placement where = place(cl, g, pm.order);
       for (int mb : divisors(pm.global_batch / g.dp)) {
         const int m = pm.global_batch / (g.dp * mb);
+        if (m % pp != 0 && pm.chunks(pp) > 1) continue;  // interleaving: groups of pp
         for (int zero = 0; zero <= (g.dp > 1 ? 3 : 0); ++zero) {
           for (Recompute rc : modes) {
             PlanEntry e;

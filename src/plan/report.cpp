@@ -30,10 +30,14 @@ std::string model_line(const Plan& p) {
   char b[300];
   std::snprintf(b, sizeof b,
                 "model: %dL %dH d_model %d vocab %d, %.1fM parameters, seq %d; global batch %d "
-                "(%lld tokens/step); schedule %s, rank order %s",
+                "(%lld tokens/step); schedule %s%s, rank order %s",
                 m.n_layer, m.n_head, m.d_model, m.vocab_size, double(count_params(m)) / 1e6,
                 m.seq_len, p.pm.global_batch, (long long)p.pm.global_batch * m.seq_len,
-                schedule_name(p.pm.schedule), p.pm.order.c_str());
+                schedule_name(p.pm.schedule),
+                p.pm.virtual_stages > 1
+                    ? str(" interleaved, ", p.pm.virtual_stages, " virtual stages").c_str()
+                    : "",
+                p.pm.order.c_str());
   return b;
 }
 
@@ -125,7 +129,7 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
       "reproduce the cpu backend's buffers and Comm byte counts exactly.");
   line(str("assumptions: compute at peak x ", p.cluster.efficiency,
            "; MFU counts model FLOPs only (no recompute); TP all-reduces and pipeline sends are"
-           " never overlapped; bubble (pp-1)/(m+pp-1); ",
+           " never overlapped; bubble (pp-1)/(v*m+pp-1) with v virtual stages; ",
            p.pm.device == "cuda" ? "DP reduction overlaps the backward except the last bucket, "
                                    "the parameter all-gather overlaps except one layer"
                                  : "nothing overlaps on the cpu backend",

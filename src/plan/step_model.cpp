@@ -80,10 +80,12 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
   t.tp = m * slow.tp;
   t.pp = m * slow.pp;
   t.dp = m * slow.dp + tail_dp;
-  t.bubble = double(c.pp - 1) * slow.t_mb;
+  // Interleaving v chunks per stage cuts the fill and drain to (pp-1)/v micro-batch times.
+  const double fill = double(c.pp - 1) / pm.chunks(c.pp);
+  t.bubble = fill * slow.t_mb;
   t.embed = tail_embed;
   t.world = place.world_latency_s;
-  t.total = (m + c.pp - 1) * slow.t_mb + tail + t.world;
+  t.total = (m + fill) * slow.t_mb + tail + t.world;
   t.hw_flops_rank = m * slow.flops;
   const double tokens = double(pm.global_batch) * pm.model.seq_len;
   t.tokens_per_s = tokens / t.total;

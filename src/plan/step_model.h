@@ -11,7 +11,7 @@ namespace loom::plan {
 // Seconds per optimizer step, split by what the slowest rank waits for.
 struct StepTime {
   double compute = 0;  // m micro-batches of the slowest stage's forward + backward (+ recompute)
-  double bubble = 0;   // pipeline fill and drain: (pp-1)/(m+pp-1) of the pipelined time
+  double bubble = 0;   // pipeline fill and drain: (pp-1)/(v*m+pp-1) of the pipelined time
   double tp = 0;       // TP all-reduces of m micro-batches (never overlapped)
   double pp = 0;       // activation / gradient sends of m micro-batches (never overlapped)
   double dp = 0;       // exposed DP gradient reduction and parameter gathering

@@ -349,12 +349,12 @@ void Trainer::print_breakdown(int steps) {
                 "norm/loss reduce %.1f%%",
                 v[0], pct(v[1]), pct(v[2]), pct(v[3]), pct(v[4]), pct(v[5]), pct(v[6]));
   info(line);
-  const int P = run_->pp(), m = run_->microbatches();
+  const int P = run_->pp(), m = run_->microbatches(), V = run_->virtual_stages();
   if (P > 1) {
     std::snprintf(line, sizeof line,
-                  "pipeline: measured pp wait %.1f%% of the step; ideal bubble (pp-1)/(m+pp-1) = "
-                  "%.1f%% for pp=%d, m=%d micro-batches",
-                  pct(v[4]), 100.0 * (P - 1) / (m + P - 1), P, m);
+                  "pipeline: measured pp wait %.1f%% of the step; ideal bubble "
+                  "(pp-1)/(v*m+pp-1) = %.1f%% for pp=%d, v=%d virtual stages, m=%d micro-batches",
+                  pct(v[4]), 100.0 * (P - 1) / (V * m + P - 1), P, V, m);
     info(line);
   }
 }

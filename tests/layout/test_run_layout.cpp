@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "layout/run_layout.h"
+#include "model/gpt_stage.h"
 #include "parallel/parallel_ctx.h"
 #include "tests/support/configs.h"
 #include "tests/support/mpi_test_env.h"
@@ -86,6 +87,53 @@ TEST(RunLayout, TrainerAllocatesWhatTheMemoryModelCounts) {
       EXPECT_EQ(got.activations, mem.activations + mem.scratch + mem.logits);
       EXPECT_EQ(got.grad_buckets, mem.grad_buckets);
       EXPECT_EQ(got.param_buckets, mem.param_gather);
+    }
+}
+
+// Interleaved 1F1B (pp 2, v 2, 4 micro-batches): each chunk's slots are its in-flight bound
+// in the schedule, the arenas hold them chunk by chunk (the embedding's tokens on stage 0's
+// chunk 0, the head's gradient on stage 1's chunk 1), the pipeline buffers follow the chunks
+// that send, and a GPTStage of each stage (built on one process: allocation needs no peers)
+// allocates exactly what the model counts.
+TEST(RunLayout, VirtualStagesCountSlotsPerChunk) {
+  test::ensure_mpi();
+  for (const char* rc : {"none", "full"})
+    for (int pp = 0; pp < 2; ++pp) {
+      Config c = small(1, 2, 2, 8);  // 4 layers: chunk c of stage s holds layer 2c + s
+      c.parallel.virtual_stages = 2;
+      c.train.recompute = rc;
+      const RunLayout run(c, GridDims{1, 2, 1}, Coord{0, pp, 0});
+      SCOPED_TRACE(std::string(rc) + " stage " + std::to_string(pp));
+      ASSERT_EQ(run.microbatches(), 4);
+      const Schedule s = make_schedule(ScheduleKind::OneFOneB, 2, pp, 4, 2);
+      // Hand counts of the lists in tests/pipeline/test_schedule_interleaved.cpp: stage 0
+      // forwards micro-batches 0-3 of chunk 0 before the first backward of chunk 0 and keeps two
+      // of chunk 1; stage 1 forwards three of chunk 0 before B(0, 0) and runs chunk 1 as F, B.
+      const std::vector<int> want = pp == 0 ? std::vector<int>{4, 2} : std::vector<int>{3, 1};
+      EXPECT_EQ(run.chunk_slots(), want);
+      for (int ch = 0; ch < 2; ++ch) EXPECT_EQ(run.chunk_slots()[size_t(ch)], max_in_flight(s, ch));
+      EXPECT_EQ(run.slots(), want[0] + want[1]);
+      EXPECT_EQ(run.params().chunks().size(), 2u);
+      EXPECT_EQ(run.params().chunks()[1].first_layer, 2 + pp);
+      const auto cpu = make_cpu_backend();
+      const RankMemory mem = run.memory(cpu->traits());
+      ASSERT_EQ(mem.arenas.slots.size(), size_t(run.slots()));
+      for (size_t i = 0; i < mem.arenas.slots.size(); ++i) {
+        const StageArenas::Slot& o = mem.arenas.slots[i];
+        EXPECT_EQ(o.chunk, int(i) < want[0] ? 0 : 1);
+        EXPECT_EQ(o.xs.size(), 2u);  // one layer per chunk: its input and output
+        EXPECT_EQ(o.tokens != 0, pp == 0 && o.chunk == 0);  // offsets follow the xs: never 0
+        EXPECT_EQ(o.dfinal != 0, pp == 1 && o.chunk == 1);
+      }
+      // Stage 0 sends input gradients from chunk 1 (global chunk 2) only, stage 1 from both;
+      // both receive output gradients (stage 1's chunk 0 from stage 0's chunk 1).
+      EXPECT_EQ(mem.sent_grads, pp == 0 ? want[1] : want[0] + want[1]);
+      EXPECT_EQ(mem.recv_grads, 1);
+      auto pc = make_parallel_ctx(Grid(1, 1, 1), MPI_COMM_SELF);
+      GPTStage stage(run, mem, *pc, *cpu);
+      EXPECT_EQ(stage.activation_bytes(), mem.activations + mem.scratch + mem.logits);
+      EXPECT_EQ(stage.param_bytes(), mem.master_params);
+      EXPECT_EQ(stage.grad_bytes(), mem.grads);
     }
 }
 

@@ -70,10 +70,9 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   MPI_Comm_free(&sub);
   if (rank != 0) return;
   const std::string name = what + " dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
-                           "(v" + std::to_string(l.v) + ")xtp" + std::to_string(l.tp) +
-                           " micro" + std::to_string(l.micro) + " zero" +
-                           std::to_string(l.zero) + " recompute " + l.recompute +
-                           (l.overlap ? " overlap" : "");
+                           "(v" + std::to_string(l.v) + ")xtp" + std::to_string(l.tp) + " micro" +
+                           std::to_string(l.micro) + " zero" + std::to_string(l.zero) +
+                           " recompute " + l.recompute + (l.overlap ? " overlap" : "");
   test::expect_reorder_equal(got, *ref, c.model.d_model, name);
 }
 
@@ -92,8 +91,10 @@ TEST(VppEquivalence, Gpt2FourStagesAndFourChunks) {
 }
 
 TEST(VppEquivalence, Gpt2ThreeDimensionalWithZeroAndRecompute) {
-  for (int zero = 1; zero <= 3; ++zero)
-    check_layout({2, 2, 2, 2, 1, zero}, gpt2_config(4), "gpt2");
+  for (int zero = 1; zero <= 3; ++zero) check_layout({2, 2, 2, 2, 1, zero}, gpt2_config(4), "gpt2");
+  // Overlap: ZeRO 0/1 start each layer's all-reduce after its chunk's last micro-batch.
+  check_layout({2, 2, 2, 2, 1, 0, "none", true}, gpt2_config(4), "gpt2");
+  check_layout({2, 2, 2, 2, 1, 1, "none", true}, gpt2_config(4), "gpt2");
   check_layout({2, 2, 2, 2, 1, 3, "none", true}, gpt2_config(4), "gpt2");
   check_layout({2, 2, 2, 2, 1, 2, "selective", true}, gpt2_config(4), "gpt2");
   check_layout({2, 2, 2, 2, 1, 1, "full"}, gpt2_config(4, true), "gpt2 tied");
