@@ -43,6 +43,19 @@ if [[ ! -f $DATA.bin ]]; then
   python3 scripts/make_random_dataset.py --output-prefix "$DATA" --vocab 512 --tokens 262144 >/dev/null
 fi
 
+# The model and run; each case sets the layout on the command line.
+CONFIG=runs/bench_pipeline.yaml
+mkdir -p runs
+cat >"$CONFIG" <<EOF2
+run: {name: bench_pipeline}
+model: {n_layer: 8, n_head: 4, d_model: 256, vocab_size: 512, seq_len: 64, dropout: 0}
+train: {steps: $STEPS, seed: 1234, log_interval: 1, eval_interval: 0, dtype: fp32}
+optimizer: {lr: 6.0e-4, warmup_steps: 0, schedule: constant}
+data: {train: [$DATA], valid: [], shuffle: false}
+checkpoint: {save_interval: 0, resume: none}
+device: cpu
+EOF2
+
 median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 # run PP V M DIR: prints "step_ms pp_wait_percent" from the run's log.
@@ -51,21 +64,15 @@ run() {
   threads=$(( pp >= CORES ? 1 : CORES / pp ))
   rm -rf "$dir"
   OMP_NUM_THREADS=$threads mpirun -np "$pp" --bind-to none -x OMP_NUM_THREADS "$LOOM" train \
-    --set run.name=bench_pipeline --set "run.dir=$dir" --set model.n_layer=8 --set model.n_head=4 \
-    --set model.d_model=256 --set model.vocab_size=512 --set model.seq_len=64 \
-    --set "data.train=[$DATA]" --set data.valid=[] --set train.eval_interval=0 \
-    --set checkpoint.save_interval=0 --set checkpoint.resume=none \
-    --set train.steps="$STEPS" --set train.log_interval=1 --set parallel.pp="$pp" \
-    --set parallel.virtual_stages="$v" --set parallel.micro_batch_size=1 \
-    --set train.global_batch_size="$m" --set optimizer.warmup_steps=0 "${EXTRA[@]}" \
-    >"$dir.log" 2>&1 || { echo "bench_pipeline.sh: loom failed, see $dir.log" >&2; tail -5 "$dir.log" >&2; exit 1; }
+    "$CONFIG" --set "run.dir=$dir" --set parallel.pp="$pp" --set parallel.virtual_stages="$v" \
+    --set parallel.micro_batch_size=1 --set train.global_batch_size="$m" "${EXTRA[@]}" \
+    >"$dir.log" 2>&1 || { echo "bench_pipeline.sh: loom failed, see $dir.log" >&2; tail -5 "$dir.log" >&2; return 1; }
   local ms pct
   ms=$(grep -o 'time per step (mean over ranks): [0-9.]* ms' "$dir.log" | grep -o '[0-9.]* ms' | tr -dc '0-9.')
   pct=$(grep -o 'measured pp wait [0-9.]*%' "$dir.log" | tr -dc '0-9.')
   echo "$ms $pct"
 }
 
-mkdir -p runs
 echo "machine: $CORES cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $RUNS runs x $STEPS steps per case"
 printf '%-10s %4s %3s %4s | %9s | %12s | %9s\n' case pp v m "step ms" "pp wait %" "ideal %"
 for c in $CASES; do
@@ -74,7 +81,8 @@ for c in $CASES; do
   m=$(sed -E 's/pp([0-9]+)v([0-9]+)m([0-9]+)/\3/' <<<"$c")
   mss=() pcts=()
   for ((r = 0; r < RUNS; r++)); do
-    read -r ms pct <<<"$(run "$pp" "$v" "$m" "runs/bench_pipeline_$c")"
+    run "$pp" "$v" "$m" "runs/bench_pipeline_$c" >runs/bench_pipeline.out || exit 1
+    read -r ms pct <runs/bench_pipeline.out
     mss+=("$ms") pcts+=("$pct")
   done
   printf '%-10s %4s %3s %4s | %9.1f | %12.1f | %9.1f\n' "$c" "$pp" "$v" "$m" \

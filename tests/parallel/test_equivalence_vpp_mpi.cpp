@@ -108,5 +108,36 @@ TEST(VppEquivalence, Llama) {
   check_layout({2, 2, 2, 2, 1, 2}, llama_config(4), "llama");
 }
 
+// Evaluation (forward only, every micro-batch through every chunk in order) of the initial
+// weights equals the single rank's loss within the reorder class's step-1 loss bound (same
+// weights, forward only: kReorderFirstLoss).
+double eval_loss(const Config& c, MPI_Comm comm) {
+  auto pc = make_parallel_ctx(Grid(c.parallel.dp, c.parallel.pp, c.parallel.tp), comm);
+  const SampleFn samples = test::synthetic_samples(c.model.vocab_size, c.model.seq_len);
+  Trainer t(c, *pc, samples, samples);
+  t.init_weights();
+  return t.evaluate(2);
+}
+
+TEST(VppEquivalence, EvaluationThroughChunks) {
+  struct Case {
+    int pp, v, n_layer;
+  };
+  for (const Case& k : {Case{2, 2, 4}, Case{4, 2, 8}, Case{2, 4, 8}}) {
+    Config c = gpt2_config(k.n_layer);
+    c.parallel.micro_batch_size = 1;
+    const int rank = test::world_rank();
+    const double ref = rank == 0 ? eval_loss(c, MPI_COMM_SELF) : 0.0;
+    c.parallel.pp = k.pp, c.parallel.virtual_stages = k.v;
+    MPI_Comm sub;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < k.pp ? 0 : MPI_UNDEFINED, rank, &sub);
+    if (rank >= k.pp) continue;
+    const double got = eval_loss(c, sub);
+    MPI_Comm_free(&sub);
+    if (rank == 0)
+      EXPECT_NEAR(got, ref, test::kReorderFirstLoss * ref) << "pp" << k.pp << " v" << k.v;
+  }
+}
+
 }  // namespace
 }  // namespace loom
