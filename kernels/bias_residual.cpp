@@ -10,8 +10,13 @@ void bias_residual(float* out, const float* resid, const float* partial, const f
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const size_t row = size_t(n) * C;
+    if (bias) {
 #pragma omp simd
-    for (int c = 0; c < C; ++c) out[row + c] = resid[row + c] + (partial[row + c] + bias[c]);
+      for (int c = 0; c < C; ++c) out[row + c] = resid[row + c] + (partial[row + c] + bias[c]);
+    } else {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) out[row + c] = resid[row + c] + partial[row + c];
+    }
   }
 }
 

@@ -21,7 +21,12 @@ __global__ void bias_residual_kernel(T* out, const T* resid, const T* partial, c
     float r[V], p[V], b[V];
     load_f<V>(resid + i, r);
     load_f<V>(partial + i, p);
-    load_f<V>(bias + c, b);
+    if (bias) {
+      load_f<V>(bias + c, b);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; k++) b[k] = 0.0f;  // p + 0 == p: the no-bias sum, same order
+    }
 #pragma unroll
     for (int k = 0; k < V; k++) r[k] = r[k] + (p[k] + b[k]);  // the cpu twin's order
     store_f<V>(out + i, r);
@@ -34,8 +39,8 @@ void launch(H* out, const H* resid, const H* partial, const H* bias, int N, int 
   if (N <= 0 || C <= 0) return;
   constexpr int kV = Pack128<T>::kSize;
   const size_t n = (size_t)N * C;
-  const bool vec =
-      C % kV == 0 && aligned16(out) && aligned16(resid) && aligned16(partial) && aligned16(bias);
+  const bool vec = C % kV == 0 && aligned16(out) && aligned16(resid) && aligned16(partial) &&
+                   (bias == nullptr || aligned16(bias));
   cudaStream_t s = as_stream(stream);
   if (vec) {
     LOOM_LAUNCH(bias_residual_kernel<kV>, grid_for(n / kV, kBlock), kBlock, 0, s)

@@ -5,7 +5,7 @@ namespace loom::cpu {
 
 // out (N, C) = resid (N, C) + (partial (N, C) + bias[c] (C)), in exactly that order (the bias is
 // added to the all-reduced partial product first, then the residual stream). out may alias resid
-// or partial (each element is read before it is written).
+// or partial (each element is read before it is written). bias may be null (no bias: llama).
 void bias_residual(float* out, const float* resid, const float* partial, const float* bias, int N,
                    int C);
 

@@ -37,10 +37,10 @@ STEP = [
                "before use"),
         ("TP", "first stage: embedding of this rank's vocabulary rows + positions (tp rank 0), "
                "all-reduce"),
-        ("TP", "block_forward: ln_1, qkv (column-parallel), attention, attn.c_proj "
-               "(row-parallel), all-reduce, + bias + residual"),
-        ("TP", "block_forward: ln_2, mlp.c_fc (column-parallel), GELU, mlp.c_proj "
-               "(row-parallel), all-reduce, + bias + residual"),
+        ("TP", "block_forward: ln_1, qkv (column-parallel; llama: RoPE), attention, "
+               "attn.c_proj (row-parallel), all-reduce, + bias + residual"),
+        ("TP", "block_forward: ln_2, mlp.c_fc (column-parallel), GELU (llama: SwiGLU), "
+               "mlp.c_proj (row-parallel), all-reduce, + bias + residual"),
         ("TP", "last stage: ln_f, logits of the vocabulary shard; all-reduce of the row max and "
                "exp-sums (never the logits); loss (summed on device)"),
         ("TP", "last stage: the head's backward at once (classifier_backward), all-reduce of its "
@@ -104,13 +104,14 @@ STEP_ORDER = [
         "gather(-1)", "embedding_forward(", "pc_.tp.all_reduce(", "gather(first + l)",
         "block_forward(", "head(s, targets, dloss)"]),
     ("src/model/block.cpp", "void block_forward(", [
-        "layernorm_forward(", "matmul_forward(", "attention_forward(", "row_parallel_residual(",
-        "layernorm_forward(", "matmul_forward(", "gelu_forward(", "row_parallel_residual("]),
+        "norm_forward(", "matmul_forward(", "rope_forward(", "attention_forward(",
+        "row_parallel_residual(", "norm_forward(", "matmul_forward(", "swiglu_forward(",
+        "gelu_forward(", "row_parallel_residual("]),
     ("src/model/block.cpp", "void row_parallel_residual(", [
         "matmul_forward(", "tp.all_reduce(", "bias_residual("]),
     ("src/model/gpt_stage.cpp", "void GPTStage::head(", [
-        "layernorm_forward(", "classifier_forward(", "ReduceOp::Max", "ReduceOp::Sum",
-        "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "layernorm_backward("]),
+        "norm_forward(", "classifier_forward(", "ReduceOp::Max", "ReduceOp::Sum",
+        "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "norm_backward("]),
     ("src/model/gpt_stage.cpp", "void GPTStage::backward(", [
         "gather(first + l)", "recompute(s, l)", "block_backward(", "hooks_.layer_done(",
         "embedding_backward(", "hooks_.backward_done("]),

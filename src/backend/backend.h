@@ -107,13 +107,31 @@ class Backend {
   // dinp (N, IC) = dout @ w^T (overwritten, skipped when nullptr); dw += ; dbias += (nullable).
   virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
                                const void* inp, const void* w, int N, int IC, int OC) = 0;
-  // out (B, T, C) from qkv (B, T, 3C); fills saved (traits().attention_saved_floats).
-  virtual void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
-                                 int NH) = 0;
-  // dqkv (B, T, 3C) overwritten; out is the forward's output.
+  // out (B, T, NH*D) from qkv (B, T, (NH + 2*NKV)*D) = [q | k | v] (NKV dividing NH: grouped
+  // query attention; NKV == NH multi-head); fills saved (traits().attention_saved_floats).
+  virtual void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int NH,
+                                 int NKV, int D) = 0;
+  // dqkv (B, T, (NH + 2*NKV)*D) overwritten; out is the forward's output; scratch:
+  // traits().attention_scratch_floats.
   virtual void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
-                                  const void* out, const float* saved, int B, int T, int C,
-                                  int NH) = 0;
+                                  const void* out, const float* saved, int B, int T, int NH,
+                                  int NKV, int D) = 0;
+  // RMSNorm (kernels/rmsnorm.h): out (N, C), rstd (N); the backward's dinp and dw accumulate.
+  virtual void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
+                               float eps) = 0;
+  virtual void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp,
+                                const void* w, const float* rstd, int N, int C) = 0;
+  // RoPE (kernels/rope.h): fp32 tables cos, sin (T, D/2) in backend memory; the rotations work in
+  // place on the q and k heads of a (B, T, (NH + 2*NKV)*D) qkv or its gradient.
+  virtual void rope_table(float* cos, float* sin, int T, int D, float theta) = 0;
+  virtual void rope_forward(void* qkv, const float* cos, const float* sin, int B, int T, int NH,
+                            int NKV, int D) = 0;
+  virtual void rope_backward(void* dqkv, const float* cos, const float* sin, int B, int T, int NH,
+                             int NKV, int D) = 0;
+  // SwiGLU (kernels/swiglu.h): out (N, F) = silu(gate) * up of gu (N, 2F) = [gate | up];
+  // dgu (N, 2F) overwritten.
+  virtual void swiglu_forward(void* out, const void* gu, int N, int F) = 0;
+  virtual void swiglu_backward(void* dgu, const void* dout, const void* gu, int N, int F) = 0;
   virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
   // dinp may alias dout.
   virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;

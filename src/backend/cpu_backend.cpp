@@ -15,6 +15,9 @@
 #include "kernels/global_norm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace loom {
 namespace {
@@ -96,14 +99,39 @@ class CpuBackend final : public Backend {
                        const void* w, int N, int IC, int OC) override {
     cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), F(w), N, IC, OC);
   }
-  void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int C,
-                         int NH) override {
-    cpu::attention_forward(F(out), saved, F(qkv), B, T, C, NH);
+  void attention_forward(void* out, float* saved, const void* qkv, int B, int T, int NH, int NKV,
+                         int D) override {
+    cpu::attention_forward_gqa(F(out), saved, F(qkv), B, T, NH, NKV, D);
   }
   void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
-                          const void* /*out*/, const float* saved, int B, int T, int C,
-                          int NH) override {
-    cpu::attention_backward(F(dqkv), scratch, F(dout), F(qkv), saved, B, T, C, NH);
+                          const void* /*out*/, const float* saved, int B, int T, int NH, int NKV,
+                          int D) override {
+    cpu::attention_backward_gqa(F(dqkv), scratch, F(dout), F(qkv), saved, B, T, NH, NKV, D);
+  }
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
+                       float eps) override {
+    cpu::rmsnorm_forward(F(out), rstd, F(inp), F(w), N, C, eps);
+  }
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
+                        const float* rstd, int N, int C) override {
+    cpu::rmsnorm_backward(F(dinp), dw, F(dout), F(inp), F(w), rstd, N, C);
+  }
+  void rope_table(float* cos, float* sin, int T, int D, float theta) override {
+    cpu::rope_table(cos, sin, T, D, theta);
+  }
+  void rope_forward(void* qkv, const float* cos, const float* sin, int B, int T, int NH, int NKV,
+                    int D) override {
+    cpu::rope_forward(F(qkv), cos, sin, B, T, NH, NKV, D);
+  }
+  void rope_backward(void* dqkv, const float* cos, const float* sin, int B, int T, int NH, int NKV,
+                     int D) override {
+    cpu::rope_backward(F(dqkv), cos, sin, B, T, NH, NKV, D);
+  }
+  void swiglu_forward(void* out, const void* gu, int N, int Fh) override {
+    cpu::swiglu_forward(F(out), F(gu), N, Fh);
+  }
+  void swiglu_backward(void* dgu, const void* dout, const void* gu, int N, int Fh) override {
+    cpu::swiglu_backward(F(dgu), F(dout), F(gu), N, Fh);
   }
   void gelu_forward(void* out, const void* inp, size_t n) override {
     cpu::gelu_forward(F(out), F(inp), n);

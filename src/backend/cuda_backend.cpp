@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda_act.h"
 #include "backend/cuda_staging.h"
 #include "core/check.h"
 #include "kernels/adamw.h"
@@ -21,70 +22,16 @@
 #include "kernels/global_norm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace loom {
 namespace {
 
 using cuda::bf16;
 using cuda::f16;
-
-// Everything that differs between activation dtypes, in one place. fp16 is one more
-// specialization (cuda::f16 with its cast twins) and one case in make_cuda_backend; the kernels
-// are reached through overloads on the storage type.
-template <typename T>
-struct Act;
-
-template <>
-struct Act<float> {
-  static constexpr DType kDType = DType::F32;
-  static constexpr const char* kCompute = "fp32 compute";
-  // dst (n) = src (n), the compute weights being the fp32 parameters themselves.
-  static void from_f32(float* dst, const float* src, size_t n, cudaStream_t s) {
-    if (dst != src && n)
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  }
-  // host (n) = src (n); synchronizes.
-  static void to_host_f32(float* host, const float* src, size_t n, cudaStream_t s) {
-    if (n)
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, s));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-  }
-};
-
-// host (n) fp32 = src (n) 16-bit values: half the bytes of a device-side cast, so copy the
-// values and widen them on the host; synchronizes.
-template <typename H, typename Widen>
-void copy_widen(float* host, const H* src, size_t n, cudaStream_t s, Widen widen) {
-  std::vector<H> tmp(n);
-  if (n)
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(tmp.data(), src, n * sizeof(H), cudaMemcpyDeviceToHost, s));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-  for (size_t i = 0; i < n; i++) host[i] = widen(tmp[i]);
-}
-
-template <>
-struct Act<bf16> {
-  static constexpr DType kDType = DType::BF16;
-  static constexpr const char* kCompute = "bf16 compute (fp32 master weights)";
-  static void from_f32(bf16* dst, const float* src, size_t n, cudaStream_t s) {
-    cuda::cast_f32_to_bf16(dst, src, n, s);
-  }
-  static void to_host_f32(float* host, const bf16* src, size_t n, cudaStream_t s) {
-    copy_widen(host, src, n, s, cuda::bf16_to_float);
-  }
-};
-
-template <>
-struct Act<f16> {
-  static constexpr DType kDType = DType::F16;
-  static constexpr const char* kCompute = "fp16 compute (fp32 master weights, loss scaling)";
-  static void from_f32(f16* dst, const float* src, size_t n, cudaStream_t s) {
-    cuda::cast_f32_to_f16(dst, src, n, s);
-  }
-  static void to_host_f32(float* host, const f16* src, size_t n, cudaStream_t s) {
-    copy_widen(host, src, n, s, cuda::f16_to_float);
-  }
-};
+using cuda_backend::Act;
 
 struct StreamDeleter {
   void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }  // no throwing in teardown
@@ -254,14 +201,40 @@ class CudaBackendT final : public Backend {
     cuda::matmul_backward(*gemm_, A(dinp), dw, dbias, A(dout), A(inp), A(w), N, IC, OC, s());
   }
   // Flash style: the forward keeps lse (B, NH, T); the backward's scratch is delta (B, NH, T).
-  void attention_forward(void* out, float* saved, const void* qkv, int B, int T_, int C,
-                         int NH) override {
-    cuda::attention_forward(A(out), saved, A(qkv), B, T_, C, NH, s());
+  void attention_forward(void* out, float* saved, const void* qkv, int B, int T_, int NH, int NKV,
+                         int D) override {
+    cuda::attention_forward_gqa(A(out), saved, A(qkv), B, T_, NH, NKV, D, s());
   }
   void attention_backward(void* dqkv, float* scratch, const void* dout, const void* qkv,
-                          const void* out, const float* saved, int B, int T_, int C,
-                          int NH) override {
-    cuda::attention_backward(A(dqkv), scratch, A(dout), A(qkv), A(out), saved, B, T_, C, NH, s());
+                          const void* out, const float* saved, int B, int T_, int NH, int NKV,
+                          int D) override {
+    cuda::attention_backward_gqa(A(dqkv), scratch, A(dout), A(qkv), A(out), saved, B, T_, NH, NKV,
+                                 D, s());
+  }
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
+                       float eps) override {
+    cuda::rmsnorm_forward(A(out), rstd, A(inp), A(w), N, C, eps, s());
+  }
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
+                        const float* rstd, int N, int C) override {
+    cuda::rmsnorm_backward(A(dinp), dw, A(dout), A(inp), A(w), rstd, N, C, s(), gemm_->scratch());
+  }
+  void rope_table(float* cos, float* sin, int T_, int D, float theta) override {
+    cuda::rope_table(cos, sin, T_, D, theta, s());
+  }
+  void rope_forward(void* qkv, const float* cos, const float* sin, int B, int T_, int NH, int NKV,
+                    int D) override {
+    cuda::rope_forward(A(qkv), cos, sin, B, T_, NH, NKV, D, s());
+  }
+  void rope_backward(void* dqkv, const float* cos, const float* sin, int B, int T_, int NH, int NKV,
+                     int D) override {
+    cuda::rope_backward(A(dqkv), cos, sin, B, T_, NH, NKV, D, s());
+  }
+  void swiglu_forward(void* out, const void* gu, int N, int F) override {
+    cuda::swiglu_forward(A(out), A(gu), N, F, s());
+  }
+  void swiglu_backward(void* dgu, const void* dout, const void* gu, int N, int F) override {
+    cuda::swiglu_backward(A(dgu), A(dout), A(gu), N, F, s());
   }
   void gelu_forward(void* out, const void* inp, size_t n) override {
     cuda::gelu_forward(A(out), A(inp), n, s());

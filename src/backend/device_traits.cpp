@@ -1,6 +1,7 @@
 // Work sizes of each device's kernels, for the memory layout of a step.
 #include "backend/device_traits.h"
 
+#include "kernels/attention.h"
 #include "kernels/classifier.h"
 
 namespace loom {
@@ -10,8 +11,9 @@ size_t DeviceTraits::attention_saved_floats(int B, int NH, int T) const {
   return device == Device::CPU ? rows * size_t(T) : rows;
 }
 
-size_t DeviceTraits::attention_scratch_floats(int B, int NH, int T) const {
-  return attention_saved_floats(B, NH, T);
+size_t DeviceTraits::attention_scratch_floats(int B, int NH, int NKV, int T, int D) const {
+  if (device == Device::CPU) return cpu::attention_backward_scratch_floats(B, T, NH, NKV, D);
+  return attention_saved_floats(B, NH, T);  // delta (B, NH, T)
 }
 
 size_t DeviceTraits::classifier_work_floats(int N, int Vl) const {

@@ -38,9 +38,17 @@ std::string block_path(const char* kind, const std::string& tensor, size_t k) {
 }
 
 json model_json(const ModelConfig& m) {
-  return {{"n_layer", m.n_layer},       {"n_head", m.n_head},
-          {"d_model", m.d_model},       {"vocab_size", m.vocab_size},
-          {"positions", m.positions()}, {"tie_embeddings", m.tie_embeddings}};
+  return {{"arch", m.arch},
+          {"n_layer", m.n_layer},
+          {"n_head", m.n_head},
+          {"kv_heads", m.kv_heads()},
+          {"d_model", m.d_model},
+          {"ffn", m.ffn()},
+          {"vocab_size", m.vocab_size},
+          {"positions", m.positions()},
+          {"rope_theta", m.rope_theta},
+          {"norm_eps", m.norm_eps},
+          {"tie_embeddings", m.tie_embeddings}};
 }
 
 // Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to DP rank 0 as the whole flat
@@ -246,34 +254,6 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
     info(line);
   }
   return final_dir.string();
-}
-
-ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) {
-  const CkptMeta meta = read_checkpoint_meta(dir);
-  const std::pair<const char*, std::pair<int64_t, int64_t>> dims[] = {
-      {"n_layer", {meta.n_layer, model.n_layer}},
-      {"n_head", {meta.n_head, model.n_head}},
-      {"d_model", {meta.d_model, model.d_model}},
-      {"vocab_size", {meta.vocab_size, model.vocab_size}},
-      {"positions", {meta.positions, model.positions()}},
-      {"tie_embeddings", {meta.tie_embeddings, model.tie_embeddings}}};
-  for (const auto& [key, v] : dims)
-    if (v.first != v.second)
-      throw UserError(str("checkpoint '", dir, "' was made for model ", key, "=", v.first,
-                          ", but this config has ", v.second,
-                          "; use a checkpoint of this model or set checkpoint.resume: none"));
-  for (const CkptFile& f : meta.files) {
-    std::string path = (fs::path(dir) / f.file).string();
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-      throw UserError(str("checkpoint '", dir, "': shard '", path, "' is missing"));
-    uint64_t bytes = 0;
-    uint32_t crc = file_crc32(path, &bytes);
-    if (bytes != f.bytes || crc != f.crc32)
-      throw UserError(str("checkpoint '", dir, "': shard '", path, "' fails its checksum (", bytes,
-                          " bytes, expected ", f.bytes, "): corrupted or truncated"));
-  }
-  return ResumePoint{dir, meta.step, meta.consumed_samples, meta.state};
 }
 
 std::string resolve_checkpoint_dir(const std::string& path) {

@@ -109,6 +109,13 @@ CkptMeta read_checkpoint_meta(const std::string& dir) {
   m.n_layer = dim("n_layer"), m.n_head = dim("n_head"), m.d_model = dim("d_model");
   m.vocab_size = dim("vocab_size"), m.positions = dim("positions");
   m.tie_embeddings = f.boolean(f.get(model, "model", "tie_embeddings"), "model.tie_embeddings");
+  m.kv_heads = m.n_head, m.ffn = 4 * m.d_model;
+  if (model.contains("arch")) {
+    m.arch = f.string(model["arch"], "model.arch");
+    m.kv_heads = dim("kv_heads"), m.ffn = dim("ffn");
+    m.rope_theta = f.number(f.get(model, "model", "rope_theta"), "model.rope_theta");
+    m.norm_eps = f.number(f.get(model, "model", "norm_eps"), "model.norm_eps");
+  }
   if (j.contains("config")) m.config = f.string(j["config"], "config");
 
   const json& files = f.get(j, "", "files");

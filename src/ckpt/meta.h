@@ -37,6 +37,10 @@ struct CkptMeta {
   TrainerState state;
   int n_layer = 0, n_head = 0, d_model = 0, vocab_size = 0, positions = 0;
   bool tie_embeddings = false;
+  // The family's keys; checkpoints that predate them are gpt2 with n_head kv heads and 4*d_model.
+  std::string arch = "gpt2";
+  int kv_heads = 0, ffn = 0;
+  double rope_theta = 10000.0, norm_eps = 1e-5;
   std::string config;  // the resolved YAML config ("" when absent)
   std::vector<CkptFile> files;
   std::vector<CkptBlock> blocks;

@@ -13,15 +13,28 @@ struct RunConfig {
 };
 
 struct ModelConfig {
+  std::string arch = "gpt2";  // gpt2 | llama (RMSNorm, RoPE, SwiGLU, grouped-query attention)
   int n_layer = 12;
   int n_head = 12;
+  int n_kv_head = 0;  // key/value heads (llama); 0 -> n_head
   int d_model = 768;
+  int ffn_hidden = 0;      // MLP hidden size; 0 -> 4*d_model (gpt2), llama_ffn(d_model) (llama)
   int vocab_size = 50257;  // the tokenizer's; padded internally to a multiple of 128*tp
   int seq_len = 1024;
-  int max_positions = 0;  // rows of wpe; 0 -> seq_len
-  bool tie_embeddings = true;
+  int max_positions = 0;        // rows of wpe (gpt2); 0 -> seq_len
+  double rope_theta = 10000.0;  // RoPE base (llama)
+  double norm_eps = 1e-5;       // RMSNorm epsilon (llama); gpt2's LayerNorm uses 1e-5
+  bool tie_embeddings = true;   // when absent from the file: true for gpt2, false for llama
   double dropout = 0.0;
 
+  bool llama() const { return arch == "llama"; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int head_dim() const { return n_head > 0 ? d_model / n_head : 0; }
+  int ffn() const {
+    return ffn_hidden > 0 ? ffn_hidden : llama() ? llama_ffn(d_model) : 4 * d_model;
+  }
+  // Llama's default SwiGLU width: 2/3 of 4*d_model, rounded up to a multiple of 256.
+  static int llama_ffn(int d_model) { return (8 * d_model / 3 + 255) / 256 * 256; }
   int positions() const { return max_positions > 0 ? max_positions : seq_len; }
   int padded_vocab(int tp) const {
     int m = 128 * tp;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "config/checker.h"
 #include "config/config.h"
 #include "config/did_you_mean.h"
 #include "config/fields.h"
@@ -16,81 +17,7 @@ namespace {
 // message below follows it, and it is the only place that knows.
 constexpr int kMaxSupportedZeroStage = 3;
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-std::string list_text(const std::vector<int>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return out;
-}
-
-// "8 or 12" (or just "12" when the lower multiple is 0): the multiples of `unit` around `v`.
-std::string nearest_multiples(long long v, long long unit) {
-  const long long lo = v / unit * unit, hi = lo + unit;
-  return lo > 0 ? str(lo, " or ", hi) : str(hi);
-}
-
-class Checker {
- public:
-  std::vector<std::string> out;
-
-  void add(const std::string& msg) { out.push_back(msg); }
-
-  // key: v must be >= lo; fix
-  void at_least(const std::string& key, long long v, long long lo, const std::string& fix) {
-    if (v < lo) add(str(key, ": ", v, " must be >= ", lo, "; ", fix));
-  }
-
-  void positive(const std::string& key, double v, const std::string& fix) {
-    if (!(v > 0)) add(str(key, ": ", format_double(v), " must be > 0; ", fix));
-  }
-
-  void non_negative(const std::string& key, double v, const std::string& fix) {
-    if (!(v >= 0)) add(str(key, ": ", format_double(v), " must be >= 0; ", fix));
-  }
-
-  // Returns true when the value is valid.
-  bool one_of(const std::string& key, const std::string& v, const std::vector<std::string>& ok) {
-    for (const auto& c : ok)
-      if (v == c) return true;
-    std::string msg = str(key, ": ", quoted(v), " is not valid; choose one of ", join(ok));
-    const std::string guess = closest_match(v, ok);
-    if (!guess.empty()) msg += " (did you mean " + quoted(guess) + "?)";
-    add(msg);
-    return false;
-  }
-};
-
-void check_model(const ModelConfig& m, Checker& c) {
-  c.at_least("model.n_layer", m.n_layer, 1, "set the number of transformer blocks, e.g. 12");
-  c.at_least("model.n_head", m.n_head, 1, "set the number of attention heads, e.g. 12");
-  c.at_least("model.d_model", m.d_model, 1, "set the hidden size, e.g. 768");
-  c.at_least("model.vocab_size", m.vocab_size, 1,
-             "set the tokenizer's vocabulary size (50257 for gpt2, 257 for bytes)");
-  c.at_least("model.seq_len", m.seq_len, 1, "set the training context length, e.g. 1024");
-  c.at_least("model.max_positions", m.max_positions, 0,
-             "set 0 (= seq_len) or the number of learned positions");
-  if (m.n_head > 0 && m.d_model > 0 && m.d_model % m.n_head != 0)
-    c.add(str("model.d_model: ", m.d_model, " is not divisible by model.n_head=", m.n_head,
-              "; set d_model to ", nearest_multiples(m.d_model, m.n_head), ", or change n_head"));
-  if (m.max_positions > 0 && m.seq_len > m.max_positions)
-    c.add(str("model.seq_len: ", m.seq_len, " exceeds model.max_positions=", m.max_positions,
-              "; set seq_len <= ", m.max_positions, " or raise max_positions"));
-  if (m.dropout != 0.0)
-    c.add(str("model.dropout: ", format_double(m.dropout), " is not supported yet; set 0"));
-}
+using namespace validation;
 
 // Checks the 3D layout; returns the data-parallel size (0 when it cannot be known yet).
 long long check_parallel(const Config& cfg, int world, Checker& c) {
@@ -135,19 +62,26 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
       dp = world / model_ranks;
   }
 
-  // Tensor parallelism splits whole heads, the hidden size and the MLP's 4*d_model.
-  if (m.n_head > 0 && m.d_model > 0) {
+  // Tensor parallelism splits whole query and kv heads, the hidden size and the MLP width. Kv
+  // heads are never replicated: tp > n_kv_head is refused.
+  if (m.n_head > 0 && m.d_model > 0 && m.kv_heads() > 0 && m.ffn() > 0) {
+    const int kv = m.kv_heads(), F = m.ffn();
     std::vector<std::string> ok;
     for (int t = 1; t <= m.n_head; ++t)
-      if (m.n_head % t == 0 && m.d_model % t == 0) ok.push_back(std::to_string(t));
+      if (m.n_head % t == 0 && m.d_model % t == 0 && kv % t == 0 && F % t == 0)
+        ok.push_back(std::to_string(t));
     const std::string fix = "; choose tp from " + join(ok);
     if (m.n_head % p.tp != 0)
       c.add(str("parallel.tp: ", p.tp, " does not divide model.n_head=", m.n_head, fix));
+    else if (kv % p.tp != 0)
+      c.add(str("parallel.tp: ", p.tp, " does not divide the ", kv,
+                " kv heads (model.n_kv_head); each rank needs whole kv heads of its own (they are ",
+                "split, never replicated)", fix));
     if (m.d_model % p.tp != 0)
       c.add(str("parallel.tp: ", p.tp, " does not divide model.d_model=", m.d_model, fix));
-    else if ((4LL * m.d_model) % p.tp != 0)  // implied by the line above; kept as its own rule
-      c.add(str("parallel.tp: ", p.tp, " does not divide the MLP width 4*d_model=",
-                4LL * m.d_model, fix));
+    if (F % p.tp != 0)
+      c.add(str("parallel.tp: ", p.tp, " does not divide the MLP width ", F,
+                m.ffn_hidden > 0 ? " (model.ffn_hidden)" : " (the default model.ffn_hidden)", fix));
   }
   if (m.n_layer > 0 && m.n_layer < p.pp)
     c.add(str("parallel.pp: ", p.pp, " is more than model.n_layer=", m.n_layer,

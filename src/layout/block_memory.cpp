@@ -10,16 +10,16 @@ size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat&
   const size_t n = size_t(d.N()), e = f.act;
   Carver c(base, f.align);
   a.ln1 = c.take(n * d.C * e);
-  a.ln1_mean = c.floats(n);
+  a.ln1_mean = d.gated ? nullptr : c.floats(n);
   a.ln1_rstd = c.floats(n);
-  a.qkv = c.take(n * 3 * d.Cl() * e);
+  a.qkv = c.take(n * d.QKVl() * e);
   a.att = with_att ? c.floats(f.att_saved) : shared_att;
   a.atty = c.take(n * d.Cl() * e);
   a.res2 = c.take(n * d.C * e);
   a.ln2 = c.take(n * d.C * e);
-  a.ln2_mean = c.floats(n);
+  a.ln2_mean = d.gated ? nullptr : c.floats(n);
   a.ln2_rstd = c.floats(n);
-  a.fch = c.take(n * d.Hl() * e);
+  a.fch = c.take(n * d.FCl() * e);
   a.fchg = c.take(n * d.Hl() * e);
   return c.used();
 }
@@ -31,17 +31,20 @@ size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActF
   s.dres2 = c.take(n * d.C * e);
   s.dln = c.take(n * d.C * e);
   s.dfchg = c.take(n * d.Hl() * e);
-  s.dfch = c.take(n * d.Hl() * e);
+  s.dfch = c.take(n * d.FCl() * e);
   s.datty = c.take(n * d.Cl() * e);
-  s.dqkv = c.take(n * 3 * d.Cl() * e);
+  s.dqkv = c.take(n * d.QKVl() * e);
   s.datt = c.floats(f.att_scratch);
+  const size_t table = d.gated ? size_t(d.T) * size_t(d.D() / 2) : 0;
+  s.rope_cos = d.gated ? c.floats(table) : nullptr;
+  s.rope_sin = d.gated ? c.floats(table) : nullptr;
   return c.used();
 }
 }  // namespace
 
 ActFormat act_format(const DeviceTraits& dev, const BlockDims& d) {
   return ActFormat{dev.act_size(), dev.attention_saved_floats(d.B, d.NH, d.T),
-                   dev.attention_scratch_floats(d.B, d.NH, d.T), dev.align()};
+                   dev.attention_scratch_floats(d.B, d.NH, d.KV(), d.T, d.D()), dev.align()};
 }
 
 size_t BlockDims::acts_bytes(const ActFormat& f, bool with_att) const {

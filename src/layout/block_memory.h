@@ -32,16 +32,16 @@ class Carver {
 // backend's act dtype.
 struct BlockActs {
   void* ln1;                   // (N, C)
-  float *ln1_mean, *ln1_rstd;  // (N), (N)
-  void* qkv;                   // (N, 3*Cl) local heads: [q | k | v]
+  float *ln1_mean, *ln1_rstd;  // (N), (N); no mean for RMSNorm (null)
+  void* qkv;                   // (N, QKVl) local heads: [q | k | v] (llama: q, k after RoPE)
   float* att;                  // attention state for backward: (B, NHl, T, T) probabilities on
                                // cpu, (B, NHl, T) log-sum-exp on cuda (Backend::attention_*)
   void* atty;                  // (N, Cl) attention output before the projection
   void* res2;                  // (N, C) residual after attention
   void* ln2;                   // (N, C)
   float *ln2_mean, *ln2_rstd;  // (N), (N)
-  void* fch;                   // (N, Hl) mlp hidden before GELU
-  void* fchg;                  // (N, Hl) after GELU
+  void* fch;                   // (N, FCl) mlp hidden before GELU (llama: [gate | up])
+  void* fchg;                  // (N, Hl) after GELU (llama: silu(gate) * up)
 };
 
 // Element sizes of a block's buffers: the act dtype, the attention's saved state and scratch
@@ -54,11 +54,20 @@ struct ActFormat {
 };
 
 struct BlockDims {
-  int B, T, C, NH;  // NH: local heads
-  int tp;           // tensor-parallel size; C is full, Cl = C/tp, Hl = 4C/tp
+  int B, T, C, NH;     // NH: local query heads
+  int tp;              // tensor-parallel size; C is full, Cl = C/tp
+  int NKV = 0;         // local kv heads; 0 -> NH
+  int F = 0;           // MLP hidden size (all ranks); 0 -> 4C
+  bool gated = false;  // llama: RMSNorm, RoPE, SwiGLU, no biases
+  float eps = 1e-5f;   // RMSNorm epsilon (llama)
+  float theta = 1e4f;  // RoPE base (llama)
   int N() const { return B * T; }
-  int Cl() const { return C / tp; }
-  int Hl() const { return 4 * C / tp; }
+  int Cl() const { return C / tp; }  // local attention width NH*D
+  int D() const { return C / tp / NH; }
+  int KV() const { return NKV > 0 ? NKV : NH; }
+  int QKVl() const { return (NH + 2 * KV()) * D(); }   // local q|k|v width
+  int Hl() const { return (F > 0 ? F : 4 * C) / tp; }  // local MLP width (SwiGLU's output)
+  int FCl() const { return gated ? 2 * Hl() : Hl(); }  // local width of the first MLP GEMM
   // Bytes of one BlockActs in format f; without the attention state when !with_att.
   size_t acts_bytes(const ActFormat& f, bool with_att) const;
 };
@@ -72,10 +81,11 @@ struct BlockScratch {
   void* dres2;  // (N, C)
   void* dln;    // (N, C)
   void* dfchg;  // (N, Hl)
-  void* dfch;   // (N, Hl)
+  void* dfch;   // (N, FCl)
   void* datty;  // (N, Cl)
-  void* dqkv;   // (N, 3Cl)
+  void* dqkv;   // (N, QKVl)
   float* datt;  // attention backward scratch (cpu: (B, NHl, T, T))
+  float *rope_cos, *rope_sin;  // (T, D/2) each, llama only: RoPE tables, filled once
   static size_t bytes(const BlockDims& d, const ActFormat& f);
 };
 

@@ -27,29 +27,34 @@ ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int 
   for (int s = 0; s < stage; ++s) first += split[size_t(s)];
   range_ = {first, split[size_t(stage)]};
 
-  const int64_t C = m.d_model, V = m.vocab_size;
+  const int64_t C = m.d_model, V = m.vocab_size, F = m.ffn();
+  const int64_t qkv = int64_t(m.n_head + 2 * m.kv_heads()) * m.head_dim();
+  const bool llama = m.llama();  // no biases, no position table, gated MLP
   if (first_stage()) {
     add("wte.weight", V, C, 2, Shard::VocabRows, -1);
-    add("wpe.weight", m.positions(), C, 2, Shard::Replicated, -1);
+    if (!llama) add("wpe.weight", m.positions(), C, 2, Shard::Replicated, -1);
   }
   for (int l = first; l < first + range_.num_layers; ++l) {
     std::string h = "h." + std::to_string(l) + ".";
+    auto bias = [&](const std::string& name, int64_t cols, Shard shard) {
+      if (!llama) add(h + name, 1, cols, 1, shard, l);
+    };
     add(h + "ln_1.weight", 1, C, 1, Shard::Replicated, l);
-    add(h + "ln_1.bias", 1, C, 1, Shard::Replicated, l);
-    add(h + "attn.c_attn.weight", C, 3 * C, 2, Shard::QKVCols, l);
-    add(h + "attn.c_attn.bias", 1, 3 * C, 1, Shard::QKVCols, l);
+    bias("ln_1.bias", C, Shard::Replicated);
+    add(h + "attn.c_attn.weight", C, qkv, 2, Shard::QKVCols, l);
+    bias("attn.c_attn.bias", qkv, Shard::QKVCols);
     add(h + "attn.c_proj.weight", C, C, 2, Shard::Rows, l);
-    add(h + "attn.c_proj.bias", 1, C, 1, Shard::Replicated, l);
+    bias("attn.c_proj.bias", C, Shard::Replicated);
     add(h + "ln_2.weight", 1, C, 1, Shard::Replicated, l);
-    add(h + "ln_2.bias", 1, C, 1, Shard::Replicated, l);
-    add(h + "mlp.c_fc.weight", C, 4 * C, 2, Shard::Cols, l);
-    add(h + "mlp.c_fc.bias", 1, 4 * C, 1, Shard::Cols, l);
-    add(h + "mlp.c_proj.weight", 4 * C, C, 2, Shard::Rows, l);
-    add(h + "mlp.c_proj.bias", 1, C, 1, Shard::Replicated, l);
+    bias("ln_2.bias", C, Shard::Replicated);
+    add(h + "mlp.c_fc.weight", C, llama ? 2 * F : F, 2, llama ? Shard::GateUpCols : Shard::Cols, l);
+    bias("mlp.c_fc.bias", F, Shard::Cols);
+    add(h + "mlp.c_proj.weight", F, C, 2, Shard::Rows, l);
+    bias("mlp.c_proj.bias", C, Shard::Replicated);
   }
   if (last_stage()) {
     add("ln_f.weight", 1, C, 1, Shard::Replicated, -1);
-    add("ln_f.bias", 1, C, 1, Shard::Replicated, -1);
+    if (!llama) add("ln_f.bias", 1, C, 1, Shard::Replicated, -1);
     if (!m.tie_embeddings) {
       add("lm_head.weight", V, C, 2, Shard::VocabRows, -1);
     } else if (!first_stage()) {
@@ -73,6 +78,7 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
       break;
     case Shard::Cols:
     case Shard::QKVCols:
+    case Shard::GateUpCols:
       p.lcols = cols / tp_;
       break;
     case Shard::VocabRows:
@@ -80,8 +86,11 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
       break;
   }
   LOOM_CHECK(p.lrows * tp_ == rows || shard != Shard::Rows, name, " rows ", rows, " % tp ", tp_);
-  LOOM_CHECK(p.lcols * tp_ == cols || (shard != Shard::Cols && shard != Shard::QKVCols), name,
-             " cols ", cols, " % tp ", tp_);
+  LOOM_CHECK(p.lcols * tp_ == cols || shard == Shard::Replicated || shard == Shard::Rows ||
+                 shard == Shard::VocabRows,
+             name, " cols ", cols, " % tp ", tp_);
+  for (int64_t part : col_parts(p))
+    LOOM_CHECK(part % tp_ == 0, name, ": a column part of ", part, " % tp ", tp_);
   total_ += p.numel();
   params_.push_back(p);
 }
@@ -106,11 +115,15 @@ std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
       return {{tp_rank_ * p.lrows, 0, 0, 0, p.lrows, p.cols}};
     case Shard::Cols:
       return {{0, tp_rank_ * p.lcols, 0, 0, p.rows, p.lcols}};
-    case Shard::QKVCols: {
-      int64_t part = p.cols / 3, lpart = p.lcols / 3;  // C and C/tp
+    case Shard::QKVCols:
+    case Shard::GateUpCols: {  // each part split evenly: rank r holds slice r of every part
       std::vector<ShardBlock> out;
-      for (int64_t j = 0; j < 3; ++j)
-        out.push_back({0, j * part + tp_rank_ * lpart, 0, j * lpart, p.rows, lpart});
+      int64_t g0 = 0, l0 = 0;
+      for (int64_t part : col_parts(p)) {
+        const int64_t lpart = part / tp_;
+        out.push_back({0, g0 + tp_rank_ * lpart, 0, l0, p.rows, lpart});
+        g0 += part, l0 += lpart;
+      }
       return out;
     }
     case Shard::VocabRows: {
@@ -121,6 +134,13 @@ std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
     }
   }
   return {};
+}
+
+std::vector<int64_t> ParamLayout::col_parts(const ParamSpec& p) const {
+  if (p.shard == Shard::GateUpCols) return {p.cols / 2, p.cols / 2};
+  if (p.shard != Shard::QKVCols) return {p.cols};
+  const int64_t D = m_.head_dim();  // q: n_head heads, k and v: kv_heads heads each
+  return {m_.n_head * D, m_.kv_heads() * D, m_.kv_heads() * D};
 }
 
 }  // namespace loom

@@ -15,12 +15,13 @@ enum class Shard {
   Replicated,  // every TP rank holds it whole (layernorms, row-parallel biases, wpe)
   Rows,        // split along rows (row-parallel weights: attn.c_proj, mlp.c_proj)
   Cols,        // split along columns (column-parallel: mlp.c_fc weight and bias)
-  QKVCols,     // columns in three equal parts q|k|v, each split by whole heads (attn.c_attn)
+  QKVCols,     // columns in parts q|k|v (n_head, kv, kv heads), each split by whole heads (c_attn)
+  GateUpCols,  // columns in two equal parts gate|up, each split evenly (llama's mlp.c_fc)
   VocabRows,   // rows of the padded vocab; rows >= vocab_size are padding (wte, lm_head)
 };
 
 struct ParamSpec {
-  std::string name;      // canonical (Hugging Face GPT-2) name, e.g. "h.3.attn.c_attn.weight"
+  std::string name;      // canonical name (Hugging Face GPT-2's), e.g. "h.3.attn.c_attn.weight"
   int64_t rows, cols;    // canonical shape as 2-D (1-D tensors: rows = 1)
   int ndim;              // canonical rank (1 or 2)
   int64_t lrows, lcols;  // this rank's shard
@@ -68,6 +69,9 @@ class ParamLayout {
   int vocab_start() const { return tp_rank_ * (vpad_ / tp_); }
 
   std::vector<ShardBlock> blocks(const ParamSpec& p) const;
+  // The canonical column parts of a QKVCols/GateUpCols tensor, each split evenly over TP
+  // ({cols} for others).
+  std::vector<int64_t> col_parts(const ParamSpec& p) const;
 
  private:
   void add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard, int layer);

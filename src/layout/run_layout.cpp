@@ -6,7 +6,13 @@
 namespace loom {
 
 BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp) {
-  return BlockDims{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+  BlockDims d{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+  d.NKV = m.kv_heads() / tp;
+  d.F = m.ffn();
+  d.gated = m.llama();
+  d.eps = float(m.norm_eps);
+  d.theta = float(m.rope_theta);
+  return d;
 }
 
 namespace {

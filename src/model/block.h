@@ -1,6 +1,8 @@
-// One pre-LN transformer block with Megatron tensor parallelism: column-parallel qkv and
+// One pre-norm transformer block with Megatron tensor parallelism: column-parallel qkv and
 // mlp.c_fc, row-parallel attn.c_proj and mlp.c_proj, all-reduces at the conjugate f/g points.
-// Runs on any Backend: activations in its act dtype, statistics and weight gradients in fp32.
+// GPT-2 (LayerNorm, GELU, biases) or Llama (RMSNorm, RoPE on q and k, grouped-query attention,
+// SwiGLU, no biases), as BlockDims::gated says. Runs on any Backend: activations in its act
+// dtype, statistics and weight gradients in fp32.
 #pragma once
 #include "backend/backend.h"
 #include "layout/block_memory.h"
@@ -8,8 +10,8 @@
 
 namespace loom {
 
-// One layer's tensors, in the order of the Hugging Face names: compute weights (const void*,
-// the act dtype) or fp32 gradients (float*).
+// One layer's tensors, in the order of the Hugging Face GPT-2 names: compute weights (const
+// void*, the act dtype) or fp32 gradients (float*). Llama has no biases: they are null.
 template <typename P>
 struct BlockTensors {
   P ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
@@ -17,6 +19,17 @@ struct BlockTensors {
 };
 using BlockWeights = BlockTensors<const void*>;
 using BlockGrads = BlockTensors<float*>;
+
+// The block's normalization (LayerNorm, or RMSNorm when d.gated) of x (N, C): out (N, C), its
+// statistics (mean unused by RMSNorm). The backward accumulates into dinp, dw and db (b, db null
+// for RMSNorm).
+void norm_forward(Backend& be, void* out, float* mean, float* rstd, const void* x, const void* w,
+                  const void* b, const BlockDims& d);
+void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* dout, const void* x,
+                   const void* w, const float* mean, const float* rstd, const BlockDims& d);
+
+// The RoPE tables of dims d into s (cos, sin (T, D/2)); once, before any llama forward.
+void fill_rope_tables(Backend& be, const BlockScratch& s, const BlockDims& d);
 
 // out (N, C) = block(x (N, C)); fills acts. `out` may not alias x.
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,

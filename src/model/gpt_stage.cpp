@@ -78,6 +78,7 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
     slots_.push_back(s);
   }
   bs_ = block_scratch_at(at(scratch_, plan.block_scratch), dims_, fmt_);
+  fill_rope_tables(be_, bs_, dims_);
   dbuf_[0] = at(scratch_, plan.dgrad[0]);
   dbuf_[1] = at(scratch_, plan.dgrad[1]);
   if (run_.last_stage())
@@ -97,11 +98,15 @@ void GPTStage::refresh_compute_weights() {
 }
 
 namespace {
-// Layer `layer`'s twelve tensors in BlockTensors order, each looked up by at("h.<layer>.<name>").
+// Layer `layer`'s twelve tensors in BlockTensors order, each looked up by at(spec) of
+// "h.<layer>.<name>"; the tensors the family does not have (llama's biases) are null.
 template <typename P, typename At>
-BlockTensors<P> layer_tensors(int layer, At at) {
+BlockTensors<P> layer_tensors(const ParamLayout& layout, int layer, At at) {
   const std::string h = "h." + std::to_string(layer) + ".";
-  auto p = [&](const char* name) { return at(h + name); };
+  auto p = [&](const char* name) -> P {
+    const ParamSpec* spec = layout.find(h + name);
+    return spec ? at(*spec) : nullptr;
+  };
   return BlockTensors<P>{p("ln_1.weight"),      p("ln_1.bias"),          p("attn.c_attn.weight"),
                          p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
                          p("ln_2.weight"),      p("ln_2.bias"),          p("mlp.c_fc.weight"),
@@ -110,11 +115,12 @@ BlockTensors<P> layer_tensors(int layer, At at) {
 }  // namespace
 
 BlockWeights GPTStage::weights_at(int layer) const {
-  return layer_tensors<const void*>(layer, [this](const std::string& n) { return cw(n); });
+  return layer_tensors<const void*>(layout_, layer, [this](const ParamSpec& p) { return cw(p); });
 }
 
 BlockGrads GPTStage::grads_at(int layer) const {
-  return layer_tensors<float*>(layer, [this](const std::string& n) { return grad(n); });
+  return layer_tensors<float*>(layout_, layer,
+                               [this](const ParamSpec& p) { return hooks_.where(p); });
 }
 
 void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, float dloss) {
@@ -126,8 +132,8 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
   if (layout_.first_stage()) {
     prefetch(first);  // during the embedding
     be_.copy(s.tokens, tokens, size_t(N) * sizeof(int32_t));  // kept for the backward
-    // Position embeddings are added by one TP rank so the all-reduce counts them once.
-    const void* wpe = layout_.tp_rank() == 0 ? cw("wpe.weight") : nullptr;
+    // Position embeddings (gpt2) are added by one TP rank so the all-reduce counts them once.
+    const void* wpe = layout_.tp_rank() == 0 && !m_.llama() ? cw("wpe.weight") : nullptr;
     be_.embedding_forward(s.xs[0], s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
                           layout_.vocab_local());
     pc_.tp.all_reduce(s.xs[0], size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
@@ -155,10 +161,11 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   const int vstart = layout_.vocab_start(), V = m_.vocab_size;
   const void* x = s.xs.back();
   const ParamSpec& lnw = layout_.get("ln_f.weight");
-  const ParamSpec& lnb = layout_.get("ln_f.bias");
+  const ParamSpec* lnb = layout_.find("ln_f.bias");  // none on llama
   const ParamSpec& head = layout_.get(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
   const void* W = cw(head);  // (Vl, C)
-  be_.layernorm_forward(head_.lnf, head_.lnf_mean, head_.lnf_rstd, x, cw(lnw), cw(lnb), N, C);
+  norm_forward(be_, head_.lnf, head_.lnf_mean, head_.lnf_rstd, x, cw(lnw), lnb ? cw(*lnb) : nullptr,
+               dims_);
   // Logits (N, Vl) and this shard's softmax statistics.
   be_.classifier_forward(head_.logits, targets ? head_.maxv : nullptr,
                          targets ? head_.sums : nullptr, targets ? head_.cls_work : nullptr,
@@ -179,8 +186,8 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
                           targets, dloss, head_.lnf, W, N, C, Vl, vstart, V);
   pc_.tp.all_reduce(head_.dlnf, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   be_.zero(s.dfinal, size_t(N) * C * fmt_.act);
-  be_.layernorm_backward(s.dfinal, hooks_.where(lnw), hooks_.where(lnb), head_.dlnf, x, cw(lnw),
-                         head_.lnf_mean, head_.lnf_rstd, N, C);
+  norm_backward(be_, s.dfinal, hooks_.where(lnw), lnb ? hooks_.where(*lnb) : nullptr, head_.dlnf, x,
+                cw(lnw), head_.lnf_mean, head_.lnf_rstd, dims_);
 }
 
 double GPTStage::loss_sum() const {
@@ -198,7 +205,8 @@ void GPTStage::recompute(Slot& s, int l) {
   const BlockActs& a = s.layers[size_t(l)];
   if (run_.recompute() == Recompute::Selective && be_.traits().attention_saves_probabilities())
     // The probabilities from q, k (the output, written to scratch, is not needed).
-    be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.Cl(), dims_.NH);
+    be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.NH, dims_.KV(),
+                          dims_.D());
   else if (run_.recompute() ==
            Recompute::Full)  // the layer's whole forward, TP all-reduces included
     block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(l)], a, bs_, dims_, pc_.tp);
@@ -223,8 +231,9 @@ void GPTStage::backward(int slot, const void* dout, void* dinput, bool last) {
     poll();
   }
   if (layout_.first_stage()) {
-    be_.embedding_backward(grad("wte.weight"), grad("wpe.weight"), dcur, s.tokens, dims_.B, dims_.T,
-                           dims_.C, layout_.vocab_start(), layout_.vocab_local());
+    float* dwpe = m_.llama() ? nullptr : grad("wpe.weight");
+    be_.embedding_backward(grad("wte.weight"), dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
+                           layout_.vocab_start(), layout_.vocab_local());
   }
   if (hooks_.backward_done) hooks_.backward_done(last);
 }

@@ -40,12 +40,17 @@ std::string temp_file(const std::string& name, const std::string& text) {
 void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.run.name, b.run.name);
   EXPECT_EQ(a.run.dir, b.run.dir);
+  EXPECT_EQ(a.model.arch, b.model.arch);
   EXPECT_EQ(a.model.n_layer, b.model.n_layer);
   EXPECT_EQ(a.model.n_head, b.model.n_head);
+  EXPECT_EQ(a.model.n_kv_head, b.model.n_kv_head);
   EXPECT_EQ(a.model.d_model, b.model.d_model);
+  EXPECT_EQ(a.model.ffn_hidden, b.model.ffn_hidden);
   EXPECT_EQ(a.model.vocab_size, b.model.vocab_size);
   EXPECT_EQ(a.model.seq_len, b.model.seq_len);
   EXPECT_EQ(a.model.max_positions, b.model.max_positions);
+  EXPECT_EQ(a.model.rope_theta, b.model.rope_theta);
+  EXPECT_EQ(a.model.norm_eps, b.model.norm_eps);
   EXPECT_EQ(a.model.tie_embeddings, b.model.tie_embeddings);
   EXPECT_EQ(a.model.dropout, b.model.dropout);
   EXPECT_EQ(a.parallel.tp, b.parallel.tp);
@@ -194,8 +199,10 @@ TEST(ConfigParse, UnknownNestedKeyWithSuggestion) {
 
 TEST(ConfigParse, UnknownNestedKeyWithoutSuggestion) {
   const std::string e = parse_error("model:\n  colour: red\n");
-  EXPECT_NE(e.find("config.yaml: unknown key 'model.colour'; valid keys in 'model': n_layer, "),
-            std::string::npos) << e;
+  EXPECT_NE(
+      e.find("config.yaml: unknown key 'model.colour'; valid keys in 'model': arch, n_layer, "),
+      std::string::npos)
+      << e;
   EXPECT_EQ(e.find("did you mean"), std::string::npos) << e;
 }
 
@@ -338,7 +345,8 @@ TEST(ConfigToYaml, RoundTripDefaults) {
 TEST(ConfigToYaml, RoundTripEveryField) {
   Config a;
   a.run = {"exp-1.a", "runs/x y"};
-  a.model = {3, 6, 96, 300, 48, 64, false, 1.0 / 3.0};
+  // A llama that ties its embeddings: the file must say so (the family's default is untied).
+  a.model = {"llama", 3, 6, 2, 96, 80, 300, 48, 64, 5e5, 1.0 / 3e5, true, 1.0 / 3.0};
   a.parallel = {2, 3, 0, 5, "gpipe", "dp-tp-pp", {1, 1, 1}};
   a.train = {40, 77, 18446744073709551615ULL, "init: #weird.h5", 0.1, 3, 4, 5, "full", "bf16"};
   a.optimizer = {6e-4, 1e-8, 11, 12, "linear", 0.8, 0.999, 1e-12, 0.0, 2};

@@ -6,105 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/buffer.h"
-#include "core/check.h"
-#include "tests/cuda/cuda_test_util.h"
-
-namespace loom {
-// Test names and failure messages print the dtype ("bf16"), not its bytes.
-inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
-}  // namespace loom
+#include "tests/cuda/cuda_backend_test.h"
 
 namespace loom::cudatest {
 namespace {
-
-// Tolerances, norm-wise relative error (rel_err) against the cpu backend on the same inputs:
-//  fp32 backend: bitwise for memory ops, casts, bias_residual and add_inplace (the same fp32
-//    additions in the same order); 1e-6 for AdamW; kTolF32 = 1e-5 for GEMM-based ops, layernorm,
-//    embedding, GELU and cross-entropy (summation order, FMA contraction, expf vs the cpu's
-//    exp); kTolF32Attn = 1e-4 for attention (online softmax).
-//  bf16 backend: kTolBF16 = 2e-2 on every output computed from bf16-rounded inputs (the cpu
-//    reference sees the same rounded values; the error is bf16 rounding of outputs and
-//    intermediates, 2^-9 per element, with margin); bitwise where the output is one rounding of
-//    the cpu's fp32 result (bias_residual, casts).
-//  fp16 backend: the same with fp16 rounding, kTolF16 = 5e-3 (2^-11 per element). Test inputs
-//    (|x| <= 100) stay inside fp16's range.
-class CudaBackendTest : public CudaTest, public ::testing::WithParamInterface<DType> {
- protected:
-  void SetUp() override {
-    CudaTest::SetUp();
-    if (IsSkipped()) return;
-    be_ = make_cuda_backend(GetParam(), 0);
-    lowp_ = be_->lowp();
-  }
-  void TearDown() override {
-    if (be_) be_->synchronize();
-    be_.reset();
-    CudaTest::TearDown();
-  }
-
-  Backend& be() { return *be_; }
-  static Backend& ref() {
-    static const std::unique_ptr<Backend> cpu = make_cpu_backend();  // the reference, for all
-    return *cpu;
-  }
-  bool half() const { return GetParam() == DType::F16; }
-  double tol(double f32_tol) const { return lowp_ ? (half() ? kTolF16 : kTolBF16) : f32_tol; }
-  // The values an activation of this backend can hold: the cpu reference is given these.
-  std::vector<float> act_vals(const std::vector<float>& v) const {
-    return lowp_ ? round_act(v) : v;
-  }
-  std::vector<float> round_act(const std::vector<float>& v) const {
-    return half() ? round_to<f16>(v) : round_to<bf16>(v);
-  }
-
-  // Device buffers filled and read through the backend under test.
-  Buffer act(const std::vector<float>& h) {  // h: representable values (act_vals)
-    Buffer d(h.size() * be_->act_size(), Device::CUDA);
-    if (half()) {
-      const auto b = convert<f16>(h);
-      be_->from_host(d.data(), b.data(), b.size() * sizeof(f16));
-    } else if (lowp_) {
-      const auto b = convert<bf16>(h);
-      be_->from_host(d.data(), b.data(), b.size() * sizeof(bf16));
-    } else {
-      be_->from_host(d.data(), h.data(), h.size() * sizeof(float));
-    }
-    return d;
-  }
-  template <typename V>
-  Buffer dev(const std::vector<V>& h) {
-    Buffer d(h.size() * sizeof(V), Device::CUDA);
-    be_->from_host(d.data(), h.data(), h.size() * sizeof(V));
-    return d;
-  }
-  // Outputs start as NaN: anything the backend fails to write shows up as an infinite error.
-  Buffer act_nan(size_t n) { return act(std::vector<float>(n, NAN)); }
-  Buffer f32_nan(size_t n) { return dev(std::vector<float>(n, NAN)); }
-  std::vector<float> get_act(const Buffer& d, size_t n) {
-    std::vector<float> h(n);
-    be_->act_to_host_f32(h.data(), d.data(), n);
-    return h;
-  }
-  std::vector<float> get_f32(const Buffer& d, size_t n) {
-    std::vector<float> h(n);
-    be_->to_host(h.data(), d.data(), n * sizeof(float));
-    return h;
-  }
-  static float* F(Buffer& b) { return static_cast<float*>(b.data()); }
-  static int32_t* I(Buffer& b) { return static_cast<int32_t*>(b.data()); }
-
-  std::unique_ptr<Backend> be_;
-  bool lowp_ = false;
-};
-
-std::vector<int32_t> rand_ids(size_t n, int hi, uint32_t seed) {
-  std::vector<int32_t> ids(n);
-  const auto u = randu(n, seed, 0.0f, 1.0f);
-  for (size_t i = 0; i < n; i++) ids[i] = std::min(hi - 1, (int32_t)(u[i] * (float)hi));
-  return ids;
-}
 
 TEST_P(CudaBackendTest, DescribesItselfAndOwnsAStream) {
   EXPECT_EQ(be().device(), Device::CUDA);
@@ -201,28 +106,30 @@ TEST_P(CudaBackendTest, Matmul) {
 }
 
 TEST_P(CudaBackendTest, Attention) {
-  const int B = 2, T = 33, C = 64, NH = 4;  // head size 16, T not a multiple of the tiles
+  // Head size 16, T not a multiple of the tiles, two query heads per kv head.
+  const int B = 2, T = 33, NH = 4, NKV = 2, D = 16, C = NH * D, W = (NH + 2 * NKV) * D;
   EXPECT_FALSE(be().traits().attention_saves_probabilities());
   EXPECT_EQ(be().traits().attention_saved_floats(B, NH, T), size_t(B) * NH * T);
-  const auto qkv = act_vals(randu(size_t(B) * T * 3 * C, 22));
+  const auto qkv = act_vals(randu(size_t(B) * T * W, 22));
   std::vector<float> out(size_t(B) * T * C), att(ref().traits().attention_saved_floats(B, NH, T));
-  ref().attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  ref().attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, NKV, D);
   Buffer dqkv = act(qkv), dout = act_nan(out.size());
   Buffer saved(be().traits().attention_saved_floats(B, NH, T) * sizeof(float), Device::CUDA);
-  Buffer scratch(be().traits().attention_scratch_floats(B, NH, T) * sizeof(float), Device::CUDA);
-  be().attention_forward(dout.data(), F(saved), dqkv.data(), B, T, C, NH);
+  Buffer scratch(be().traits().attention_scratch_floats(B, NH, NKV, T, D) * sizeof(float),
+                 Device::CUDA);
+  be().attention_forward(dout.data(), F(saved), dqkv.data(), B, T, NH, NKV, D);
   const auto got_out = get_act(dout, out.size());
   EXPECT_REL_LE(got_out, out, tol(kTolF32Attn), "attention_forward");
 
   const auto g = act_vals(randu(out.size(), 23));
   std::vector<float> gqkv(qkv.size()),
-      cpu_scratch(ref().traits().attention_scratch_floats(B, NH, T));
+      cpu_scratch(ref().traits().attention_scratch_floats(B, NH, NKV, T, D));
   // The cpu reference differentiates its own forward; the cuda backward gets the cuda output.
   ref().attention_backward(gqkv.data(), cpu_scratch.data(), g.data(), qkv.data(), out.data(),
-                           att.data(), B, T, C, NH);
+                           att.data(), B, T, NH, NKV, D);
   Buffer dg = act(g), dgqkv = act_nan(qkv.size());
   be().attention_backward(dgqkv.data(), F(scratch), dg.data(), dqkv.data(), dout.data(), F(saved),
-                          B, T, C, NH);
+                          B, T, NH, NKV, D);
   EXPECT_REL_LE(get_act(dgqkv, gqkv.size()), gqkv, tol(kTolF32Attn), "attention_backward");
 }
 
