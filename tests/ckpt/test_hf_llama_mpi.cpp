@@ -1,5 +1,6 @@
 // HF Llama safetensors under MPI (2 ranks): a GQA llama exported from tp2 (and pp2) shards
-// loads back bitwise into the same shards, and into one rank as the gathered whole.
+// loads back bitwise into the same shards, and into one rank as the gathered whole; a tp2
+// Trainer with train.init_from on an export starts from those weights and trains identically.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -9,6 +10,7 @@
 #include "ckpt/canonical.h"
 #include "ckpt/safetensors.h"
 #include "tests/ckpt/hf_llama_util.h"
+#include "tests/parallel/equivalence_util.h"
 #include "tests/support/compare.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -75,6 +77,49 @@ void round_trip(int tp, int pp, bool tied) {
 TEST(HfLlamaMpi, Tp2ExportImportIsBitwiseUntied) { round_trip(2, 1, false); }
 TEST(HfLlamaMpi, Tp2ExportImportIsBitwiseTied) { round_trip(2, 1, true); }
 TEST(HfLlamaMpi, Pp2ExportImportIsBitwiseTied) { round_trip(1, 2, true); }
+
+// Run A (seed 11) exports its initial weights as a directory and trains 3 steps; run B (seed
+// 999, whose own random init differs) starts from the export: same weights, same losses, bitwise.
+TEST(HfLlamaMpi, Tp2TrainerInitFromAnExportTrainsIdentically) {
+  Config c = test::tiny_parallel_config();
+  c.model.arch = "llama";
+  c.model.n_kv_head = 2;
+  c.model.ffn_hidden = 48;
+  c.model.rope_theta = 100.0;
+  c.model.tie_embeddings = false;
+  c.parallel.tp = 2;
+  c.train.steps = 3;
+  const std::string dir = fresh_dir("trainer");
+  auto pc = make_parallel_ctx(Grid(1, 1, 2));
+  const SampleFn samples = test::synthetic_samples(c.model.vocab_size, c.model.seq_len);
+  std::vector<float> w_a, w_b, w_seed;
+  std::vector<double> loss_a, loss_b;
+  {
+    Trainer t(c, *pc, samples);
+    t.init_weights();
+    w_a = t.full_params();
+    save_canonical(dir + "/model.safetensors", t.layout(), w_a.data(), *pc, &c.model);
+    for (int s = 1; s <= 3; ++s) loss_a.push_back(t.train_step(s).loss);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  c.train.seed = 999;
+  {
+    Trainer t(c, *pc, samples);
+    t.init_weights();
+    w_seed = t.full_params();
+  }
+  c.train.init_from = dir;
+  {
+    Trainer t(c, *pc, samples);
+    t.init_weights();
+    w_b = t.full_params();
+    for (int s = 1; s <= 3; ++s) loss_b.push_back(t.train_step(s).loss);
+  }
+  EXPECT_FALSE(test::bitwise_equal(w_seed, w_a));  // the seed alone would not reproduce A
+  EXPECT_TRUE(test::bitwise_equal(w_b, w_a));
+  EXPECT_EQ(loss_b, loss_a);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
 
 }  // namespace
 }  // namespace loom
