@@ -1,6 +1,8 @@
 // The LlamaForCausalLM config.json: written from a ModelConfig, and checked against one key by
 // key (with transformers' defaults for the keys a config may leave out).
 #include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/hf_llama.h"
@@ -50,7 +52,8 @@ class ConfigCheck {
     int64_t got;
     if (has(key)) {
       const json& v = j_[key];
-      if (!v.is_number_integer()) fail(str(key, " is ", json_brief(v), ", expected an integer"));
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
+        fail(str(key, " is ", json_brief(v), ", expected an integer"));
       got = v.get<int64_t>();
     } else if (dflt) {
       got = *dflt;
@@ -91,8 +94,11 @@ class ConfigCheck {
 }  // namespace
 
 void check_llama_config_json(const std::string& path, const ModelConfig& m) {
-  const json j = read_json_file(path, "init config (the config.json next to the weights)",
-                                size_t(16) << 20, 16);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UserError(str("init config '", path, "' is missing: a Hugging Face checkpoint keeps its ",
+                        "config.json next to the weights (loom export writes one)"));
+  const json j = read_json_file(path, "init config", size_t(16) << 20, 16);
   ConfigCheck c(path, j);
   if (!j.is_object()) c.fail("not a JSON object");
   if (!c.has("model_type") || j["model_type"] != "llama")
@@ -118,13 +124,22 @@ void check_llama_config_json(const std::string& path, const ModelConfig& m) {
   json theta = c.has("rope_theta") ? j["rope_theta"] : json(10000.0);
   if (c.has("rope_parameters")) {
     const json& rp = j["rope_parameters"];
-    c.refuse_unless(rp.is_object() && (!rp.contains("rope_type") || rp["rope_type"] == "default"),
-                    "rope_parameters", "loom implements plain RoPE (rope_type \"default\") only");
+    c.refuse_unless(rp.is_object(), "rope_parameters", "expected an object");
+    if (rp.contains("rope_type") && rp["rope_type"] != "default")
+      c.fail(str("rope_parameters.rope_type is ", json_brief(rp["rope_type"]),
+                 ": loom implements plain RoPE (\"default\") only; loom cannot load this ",
+                 "checkpoint as it is"));
     if (rp.contains("rope_theta")) theta = rp["rope_theta"];
   }
   c.number(theta, "rope_theta", m.rope_theta, "rope_theta");
-  c.refuse_unless(!c.has("rope_scaling"), "rope_scaling",
-                  "loom implements plain RoPE without scaling");
+  if (c.has("rope_scaling")) {
+    const json& rs = j["rope_scaling"];
+    const char* k = rs.is_object() && rs.contains("rope_type") ? "rope_type" : "type";
+    c.fail(str("rope_scaling is set",
+               rs.is_object() && rs.contains(k) ? str(" (", k, " ", json_brief(rs[k]), ")") : "",
+               ": loom implements plain RoPE without scaling; loom cannot load this checkpoint ",
+               "as it is"));
+  }
   const bool tied = c.has("tie_word_embeddings") ? j["tie_word_embeddings"] == true : false;
   if (c.has("tie_word_embeddings") && !j["tie_word_embeddings"].is_boolean())
     c.fail(str("tie_word_embeddings is ", json_brief(j["tie_word_embeddings"]),

@@ -105,6 +105,16 @@ void expect_coded_shards(const std::string& path, const ModelConfig& m, int tp, 
   }
 }
 
+// Loads `path` into a NaN-filled tiny untied model, expecting an error with every piece; the
+// parameters must still be NaN.
+void expect_load_error(const std::string& path, const std::vector<std::string>& pieces,
+                       bool tied = false) {
+  const ParamLayout L(test::tiny_llama(tied), 1, 0, 1, 0);
+  std::vector<float> v(L.total(), kNaN);
+  expect_user_error([&] { load_canonical(path, L, v.data()); }, pieces);
+  for (float x : v) ASSERT_TRUE(std::isnan(x));
+}
+
 // ---- import of a hand-built HF checkpoint ----------------------------------------------------
 
 TEST(HfLlamaImport, HandBuiltFileLoadsIntoTheContractTableOnEveryShard) {
@@ -128,6 +138,26 @@ TEST(HfLlamaImport, TiedModelIgnoresAnLmHeadInTheFile) {
   test::write_text(dir.file("config.json"), test::hf_config_text(tied));
   expect_coded_shards(dir.file("model.safetensors"), tied, 1, 1, hf);
   expect_coded_shards(dir.file("model.safetensors"), tied, 2, 2, hf);
+}
+
+// Spellings transformers versions write: RoPE base in rope_parameters, head_dim present, eps
+// as written in fp64; and a config without rms_norm_eps takes transformers' default 1e-6.
+TEST(HfLlamaImport, ConfigVariantsAreAccepted) {
+  const ModelConfig m = test::tiny_llama(false);
+  for (const std::map<std::string, std::string>& edit :
+       std::vector<std::map<std::string, std::string>>{
+           {{"rope_theta", ""},
+            {"rope_parameters", R"({"rope_type": "default", "rope_theta": 500000.0})"}},
+           {{"head_dim", "8"}, {"rms_norm_eps", "1e-05"}, {"rope_scaling", ""}},
+       }) {
+    TempDir dir;
+    expect_coded_shards(write_hf(dir, m, edit), m, 1, 1);
+  }
+  TempDir dir;
+  ModelConfig eps6 = m;
+  eps6.norm_eps = 1e-6;
+  expect_coded_shards(write_hf(dir, eps6, {{"rms_norm_eps", ""}}), eps6, 1, 1);
+  expect_load_error(dir.file("model.safetensors"), {"rms_norm_eps is 1e-06", "set model.norm_eps"});
 }
 
 TEST(HfLlamaImport, TwoShardIndexAndDirectoriesLoadTheSameAsOneFile) {
@@ -216,16 +246,6 @@ TEST(HfLlamaExport, ConfigJsonDescribesTheModel) {
 
 // ---- bad inputs: one clear error each, parameters untouched -----------------------------------
 
-// Loads `path` into a NaN-filled tiny untied model, expecting an error with every piece; the
-// parameters must still be NaN.
-void expect_load_error(const std::string& path, const std::vector<std::string>& pieces,
-                       bool tied = false) {
-  const ParamLayout L(test::tiny_llama(tied), 1, 0, 1, 0);
-  std::vector<float> v(L.total(), kNaN);
-  expect_user_error([&] { load_canonical(path, L, v.data()); }, pieces);
-  for (float x : v) ASSERT_TRUE(std::isnan(x));
-}
-
 TEST(HfLlamaErrors, ConfigMismatchesNameKeyValuesAndFix) {
   const ModelConfig m = test::tiny_llama(false);
   struct Case {
@@ -247,7 +267,7 @@ TEST(HfLlamaErrors, ConfigMismatchesNameKeyValuesAndFix) {
        {"tie_word_embeddings is true", "set model.tie_embeddings: true"}},
       {{{"head_dim", "16"}}, {"head_dim is 16", "d_model / n_head = 8"}},
       {{{"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}"}},
-       {"rope_scaling is an object", "plain RoPE"}},
+       {"rope_scaling is set (rope_type \"llama3\")", "plain RoPE"}},
       {{{"model_type", "\"mistral\""}}, {"model_type is \"mistral\"", "expected \"llama\""}},
       {{{"attention_bias", "true"}}, {"attention_bias is true", "no biases"}},
       {{{"hidden_size", ""}}, {"key 'hidden_size' is missing"}},
@@ -262,11 +282,48 @@ TEST(HfLlamaErrors, ConfigMismatchesNameKeyValuesAndFix) {
   }
 }
 
+// Malformed JSON or wrong value types in config.json and the index: a UserError naming the file.
+TEST(HfLlamaErrors, MalformedJsonAndWrongTypes) {
+  const ModelConfig m = test::tiny_llama(false);
+  for (const std::map<std::string, std::string>& edit :
+       std::vector<std::map<std::string, std::string>>{
+           {{"hidden_size", "\"32\""}},
+           {{"hidden_size", "32.0"}},
+           {{"num_attention_heads", "18446744073709551615"}},
+           {{"rope_theta", "\"big\""}},
+           {{"tie_word_embeddings", "\"yes\""}},
+           {{"rope_parameters", "\"x\""}},
+           {{"rope_parameters", "{\"rope_type\": \"yarn\", \"rope_theta\": 500000.0}"}},
+       }) {
+    TempDir dir;
+    SCOPED_TRACE(edit.begin()->first + ": " + edit.begin()->second);
+    expect_load_error(write_hf(dir, m, edit), {dir.file("config.json"), edit.begin()->first});
+  }
+  for (const std::string& text : {std::string(""), std::string("[1, 2]"), std::string("{"),
+                                  std::string(100, '[') + std::string(100, ']')}) {
+    TempDir dir;
+    const std::string path = write_hf(dir, m);
+    test::write_text(dir.file("config.json"), text);
+    expect_load_error(path, {dir.file("config.json")});
+    const std::string index = write_hf_sharded(dir, m);
+    test::write_text(index, text);
+    expect_load_error(index, {index});
+  }
+  for (const std::string& text :
+       {std::string(R"({"weight_map": []})"), std::string(R"({"weight_map": {"a": 3}})"),
+        std::string(R"({"weight_map": {}})"), std::string(R"({"weight_map": {"a": ""}})")}) {
+    TempDir dir;
+    const std::string index = write_hf_sharded(dir, m);
+    test::write_text(index, text);
+    expect_load_error(index, {index, "weight_map"});
+  }
+}
+
 TEST(HfLlamaErrors, MissingConfigJson) {
   TempDir dir;
   const std::string path = write_hf(dir, test::tiny_llama(false));
   fs::remove(dir.file("config.json"));
-  expect_load_error(path, {dir.file("config.json"), "missing"});
+  expect_load_error(path, {dir.file("config.json"), "is missing", "loom export writes one"});
 }
 
 TEST(HfLlamaErrors, MissingOrMisshapenTensorNamesTheHfTensor) {
