@@ -85,7 +85,6 @@ SafetensorsSet::SafetensorsSet(const std::string& path) {
     for (const auto& kv : files_[0]->tensors()) where_[kv.first] = 0;
     return;
   }
-  indexed_ = true;
   const std::string where = str("safetensors index '", source_, "'");
   // {"metadata": {...}, "weight_map": {name: file}}: 3 levels.
   const json j = read_json_file(source_, "safetensors index", size_t(64) << 20, 4);
@@ -144,12 +143,6 @@ void SafetensorsSet::read_block_f32(const std::string& name, int64_t row0, int64
   const SafetensorsFile* f = holder(name);
   if (!f) throw UserError(str("'", source_, "' has no tensor '", name, "'"));
   f->read_block_f32(name, row0, col0, rows, cols, dst, ld);
-}
-
-std::vector<std::string> SafetensorsSet::names() const {
-  std::vector<std::string> out;
-  for (const auto& kv : where_) out.push_back(kv.first);
-  return out;
 }
 
 }  // namespace loom

@@ -27,7 +27,6 @@ class SafetensorsSet {
   // The file or index the path resolved to, and its directory ("" or ending in '/').
   const std::string& source() const { return source_; }
   const std::string& dir() const { return dir_; }
-  bool indexed() const { return indexed_; }
 
   // The tensor `name`, or nullptr when the set has none. With an index, a tensor the
   // weight_map names but its file lacks is a UserError naming the index and the file.
@@ -37,14 +36,11 @@ class SafetensorsSet {
   // As SafetensorsFile::read_block_f32, in whichever file holds `name`.
   void read_block_f32(const std::string& name, int64_t row0, int64_t col0, int64_t rows,
                       int64_t cols, float* dst, int64_t ld) const;
-  // Every tensor name in the set (the weight_map's names for an index), sorted.
-  std::vector<std::string> names() const;
 
  private:
   const SafetensorsFile* holder(const std::string& name) const;
 
   std::string source_, dir_;
-  bool indexed_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> where_;  // tensor name -> index into files_
 };
