@@ -47,3 +47,36 @@ void ring_attention_backward_step(float* dq, float* dk, float* dv, const float* 
                                   const RingDims& d, float* work);
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+using cpu::RingDims;
+
+// cuda twins on device pointers (qpos, kpos too), enqueued on `stream`: one warp per query row
+// (forward, dq) or key row (dk, dv), keys taken one at a time with the online softmax in fp32;
+// q, k, v, dout and out in fp32, bf16 or fp16, the softmax state, acc, lse, delta and the
+// gradients dq, dk, dv in fp32 (they accumulate over blocks). dk and dv of a kv head sum its
+// query heads in increasing order, then the query rows in order: no atomics, deterministic.
+// Head size D <= 128.
+void ring_attention_begin(float* acc, float* m, float* l, const RingDims& d, void* stream);
+template <typename T>
+void ring_attention_forward_step(float* acc, float* m, float* l, const T* q, const T* k,
+                                 const T* v, const int* qpos, const int* kpos, const RingDims& d,
+                                 void* stream);
+template <typename T>
+void ring_attention_finish(T* out, float* lse, const float* acc, const float* m, const float* l,
+                           const RingDims& d, void* stream);
+template <typename T>
+void ring_attention_delta(float* delta, const T* dout, const T* out, const RingDims& d,
+                          void* stream);
+template <typename T>
+void ring_attention_backward_step(float* dq, float* dk, float* dv, const T* dout, const T* q,
+                                  const T* k, const T* v, const float* lse, const float* delta,
+                                  const int* qpos, const int* kpos, const RingDims& d,
+                                  void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA
