@@ -67,23 +67,51 @@ TEST(RunLayout, ABatchThatDoesNotSplitIsRefused) {
 // themselves) are the memory model's.
 TEST(RunLayout, TrainerAllocatesWhatTheMemoryModelCounts) {
   test::ensure_mpi();
-  for (const char* rc : {"none", "selective", "full"}) {
-    Config c = small(1, 1, 2, 6);
-    c.train.recompute = rc;
-    auto pc = make_parallel_ctx(Grid(1, 1, 1), MPI_COMM_SELF);
-    Trainer t(c, *pc, [](int64_t, int rows, int32_t* in, int32_t* tg) {
-      for (int i = 0; i < rows * 8; ++i) in[i] = tg[i] = i % 97;
-    });
-    const RankMemory mem = t.run_layout().memory(t.backend().traits());
-    const MemoryReport got = t.optimizer().memory();
-    SCOPED_TRACE(rc);
-    EXPECT_EQ(got.params, mem.master_params + mem.compute_weights);
-    EXPECT_EQ(got.grads, mem.grads);
-    EXPECT_EQ(got.optimizer, mem.optimizer);
-    EXPECT_EQ(got.activations, mem.activations + mem.scratch + mem.logits);
-    EXPECT_EQ(got.grad_buckets, mem.grad_buckets);
-    EXPECT_EQ(got.param_buckets, mem.param_gather);
-  }
+  for (const char* arch : {"gpt2", "llama"})
+    for (const char* rc : {"none", "selective", "full"}) {
+      Config c = small(1, 1, 2, 6);
+      c.train.recompute = rc;
+      c.model.arch = arch;
+      if (c.model.llama()) c.model.n_kv_head = 2, c.model.ffn_hidden = 40;
+      auto pc = make_parallel_ctx(Grid(1, 1, 1), MPI_COMM_SELF);
+      Trainer t(c, *pc, [](int64_t, int rows, int32_t* in, int32_t* tg) {
+        for (int i = 0; i < rows * 8; ++i) in[i] = tg[i] = i % 97;
+      });
+      const RankMemory mem = t.run_layout().memory(t.backend().traits());
+      const MemoryReport got = t.optimizer().memory();
+      SCOPED_TRACE(std::string(arch) + " " + rc);
+      EXPECT_EQ(got.params, mem.master_params + mem.compute_weights);
+      EXPECT_EQ(got.grads, mem.grads);
+      EXPECT_EQ(got.optimizer, mem.optimizer);
+      EXPECT_EQ(got.activations, mem.activations + mem.scratch + mem.logits);
+      EXPECT_EQ(got.grad_buckets, mem.grad_buckets);
+      EXPECT_EQ(got.param_buckets, mem.param_gather);
+    }
+}
+
+// The llama block's buffers: a q|k|v of (n_head + 2 n_kv_head) heads, [gate | up] of 2F, no
+// LayerNorm means, and the RoPE tables in the scratch.
+TEST(RunLayout, LlamaBlockShapes) {
+  Config c = small(2, 1, 2, 8);
+  c.model.arch = "llama";
+  c.model.n_kv_head = 2, c.model.ffn_hidden = 40;
+  const RunLayout run(c, GridDims{2, 1, 2}, Coord{0, 0, 1});
+  const BlockDims& d = run.dims();
+  EXPECT_TRUE(d.gated);
+  EXPECT_EQ(d.NH, 2);
+  EXPECT_EQ(d.KV(), 1);
+  EXPECT_EQ(d.D(), 8);
+  EXPECT_EQ(d.QKVl(), (2 + 2 * 1) * 8);
+  EXPECT_EQ(d.Hl(), 20);
+  EXPECT_EQ(d.FCl(), 40);
+  const ActFormat f = act_format(DeviceTraits{}, d);
+  BlockDims g = d;  // the same dims as a gpt2 block: only the family's buffers differ
+  g.gated = false;
+  const size_t n = size_t(d.N());
+  // gpt2 keeps 2 means and an (N, Hl) fch; llama an (N, 2Hl) fch and no means.
+  EXPECT_EQ(d.acts_bytes(f, true), g.acts_bytes(f, true) - 2 * n * 4 + n * size_t(d.Hl()) * 4);
+  const size_t tables = 2 * size_t(d.T) * size_t(d.D() / 2) * 4;
+  EXPECT_EQ(BlockScratch::bytes(d, f), BlockScratch::bytes(g, f) + n * size_t(d.Hl()) * 4 + tables);
 }
 
 }  // namespace
