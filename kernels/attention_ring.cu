@@ -52,7 +52,10 @@ __global__ void forward_kernel(float* acc, float* m, float* l, const T* q, const
   float* arow = acc + ((size_t)b * d.Tq + t) * C + (size_t)h * d.D;
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; e++) a[e] = lane + 32 * e < d.D ? arow[lane + 32 * e] : 0.0f;
-  float mx = m[row], sum = l[row];
+  // Lane 0 alone reads and writes the row's state; the others get it by shuffle.
+  float mx = lane == 0 ? m[row] : 0.0f, sum = lane == 0 ? l[row] : 0.0f;
+  mx = __shfl_sync(kFullMask, mx, 0);
+  sum = __shfl_sync(kFullMask, sum, 0);
   const int qp = qpos[t];
   for (int j = 0; j < d.Tk; j++) {
     if (kpos[j] > qp) continue;  // uniform over the warp

@@ -23,7 +23,7 @@ TYPED_TEST(CudaRingAttention, MatchesCpu) {
   // query block of two chunks of 5 rows (positions 5..9 and 25..29) against blocks at
   // positions 0..4 + 30..34 and 5..9 + 25..29.
   const int B = 2, NH = 4, NKV = 2, D = 40, Tc = 5, L = 2 * Tc, W = (NH + 2 * NKV) * D;
-  const RingDims d{B, L, L, NH, NKV, D, W, W};
+  const cpu::RingDims d{B, L, L, NH, NKV, D, W, W};
   const std::vector<int> qpos = {5, 6, 7, 8, 9, 25, 26, 27, 28, 29};
   const std::vector<int> kpos[2] = {{0, 1, 2, 3, 4, 30, 31, 32, 33, 34}, qpos};
   const int C = NH * D;
@@ -66,17 +66,17 @@ TYPED_TEST(CudaRingAttention, MatchesCpu) {
   EXPECT_REL_LE(hlse.download(), lse, kTolF32Attn, ty + " ring lse");
   cuda::ring_attention_delta(hdelta.get(), hg.get(), hout.get(), d, nullptr);
   DevBuf<float> hdq(std::vector<float>(x.size(), 0.0f));
-  std::vector<DevBuf<float>> hdkv;
-  for (int i = 0; i < 2; ++i) hdkv.emplace_back(std::vector<float>(x.size(), 0.0f));
+  DevBuf<float> hdkv0(std::vector<float>(x.size(), 0.0f)),
+      hdkv1(std::vector<float>(x.size(), 0.0f));
+  DevBuf<float>* hdkv[2] = {&hdkv0, &hdkv1};
   for (int i = 0; i < 2; ++i)
-    cuda::ring_attention_backward_step(hdq.get(), hdkv[size_t(i)].get() + C,
-                                       hdkv[size_t(i)].get() + C + NKV * D, hg.get(), hx.get(),
-                                       hblocks[i] + C, hblocks[i] + C + NKV * D, hlse.get(),
-                                       hdelta.get(), hq.get(), hkpos[i], d, nullptr);
+    cuda::ring_attention_backward_step(hdq.get(), hdkv[i]->get() + C, hdkv[i]->get() + C + NKV * D,
+                                       hg.get(), hx.get(), hblocks[i] + C, hblocks[i] + C + NKV * D,
+                                       hlse.get(), hdelta.get(), hq.get(), hkpos[i], d, nullptr);
   // The gradients see out through delta: rounded out on both sides, so fp32 tolerances apply.
   EXPECT_REL_LE(hdq.download(), dq, kTolF32Attn, ty + " ring dq");
   for (int i = 0; i < 2; ++i)
-    EXPECT_REL_LE(hdkv[size_t(i)].download(), dkv[i], kTolF32Attn,
+    EXPECT_REL_LE(hdkv[i]->download(), dkv[i], kTolF32Attn,
                   ty + " ring dk|dv of block " + std::to_string(i));
 }
 
