@@ -23,7 +23,7 @@ STEP = [
         (None, "inputs and targets (micro_batch, seq_len), a pure function of the global sample "
                "index: datasets blended by weight, shuffled per epoch"),
         (None, "called for every micro-batch of the step before it runs, through a BatchFn")]),
-    (0, "PipelineExecutor::run: the stage's action list (make_1f1b, or make_gpipe)",
+    (0, "PipelineExecutor::run: the stage's action list (make_1f1b, make_gpipe or make_interleaved)",
      "src/pipeline/executor.cpp", [
         (None, "1F1B on stage s of pp, m micro-batches: min(pp-s-1, m) warm-up forwards, then "
                "one forward and one backward in turn, then the rest"),
@@ -98,9 +98,9 @@ STEP_ORDER = [
     ("src/layout/schedule.cpp", "Schedule make_1f1b(", [
         "warmup = std::min(stages - stage - 1, m)", "PipeOp::Forward", "PipeOp::Backward"]),
     ("src/pipeline/executor.cpp", "void PipelineExecutor::run(", [
-        "pc_.pp.wait(early_)", "stage_.forward(", "pc_.pp.isend(stage_.output(slot)",
+        "pc_.pp.wait(early_)", "stage_.forward(", "pc_.pp.isend(stage_.output(a.chunk, sl)",
         "stage_.backward(", "pc_.pp.isend(dinput"]),
-    ("src/model/gpt_stage.cpp", "void GPTStage::forward(", [
+    ("src/model/gpt_stage.cpp", "void GPTStage::forward(int chunk", [
         "gather(-1)", "embedding_forward(", "pc_.tp.all_reduce(", "gather(first + l)",
         "block_forward(", "head(s, targets, dloss)"]),
     ("src/model/block.cpp", "void block_forward(", [
@@ -112,8 +112,8 @@ STEP_ORDER = [
     ("src/model/gpt_stage.cpp", "void GPTStage::head(", [
         "norm_forward(", "classifier_forward(", "ReduceOp::Max", "ReduceOp::Sum",
         "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "norm_backward("]),
-    ("src/model/gpt_stage.cpp", "void GPTStage::backward(", [
-        "gather(first + l)", "recompute(s, l)", "block_backward(", "hooks_.layer_done(",
+    ("src/model/gpt_stage.cpp", "void GPTStage::backward(int chunk", [
+        "gather(first + l)", "recompute(s, l, w0 + l)", "block_backward(", "hooks_.layer_done(",
         "embedding_backward(", "hooks_.backward_done("]),
     ("src/model/block.cpp", "void block_backward(", ["tp.all_reduce(", "tp.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [

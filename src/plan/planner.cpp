@@ -64,6 +64,7 @@ std::vector<std::string> config_errors(const Config& cfg) {
   c.parallel.dp = 0;
   c.parallel.micro_batch_size = 1;
   c.parallel.stage_layers.clear();
+  c.parallel.virtual_stages = 1;  // applied per candidate (grid_problem, make_plan)
   std::vector<std::string> out;
   for (const std::string& e : validate(c, 0)) {
     for (const char* key : {"model.", "train.global_batch_size", "parallel.schedule",

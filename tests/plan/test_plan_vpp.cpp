@@ -62,8 +62,25 @@ TEST(PlanVpp, GridsThatDoNotSplitIntoChunksAreRejected) {
   EXPECT_TRUE(pp4);
   for (const PlanEntry& e : p.valid) {
     EXPECT_NE(e.c.pp, 4);
-    if (e.c.pp > 1) EXPECT_EQ(e.microbatches % e.c.pp, 0);
+    if (e.c.pp > 1) {
+      EXPECT_EQ(e.microbatches % e.c.pp, 0);
+    }
   }
+}
+
+TEST(PlanVpp, TheConfigsVirtualStagesApplyPerGrid) {
+  Config cfg;
+  // 6 layers and v 4: validation at pp 1 would refuse the split (6 % 4); the plan checks each
+  // grid's pp x v instead.
+  cfg.model = test::gpt_model(6, 4, 32, 257, 8);
+  cfg.parallel.virtual_stages = 4;
+  cfg.train.global_batch_size = 6;
+  const std::vector<std::string> errors = config_errors(cfg);  // nothing before a grid is chosen
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  const PlanModel pm = plan_model(cfg, test::cpu_cluster());
+  EXPECT_EQ(pm.virtual_stages, 4);
+  EXPECT_EQ(pm.chunks(1), 1);
+  EXPECT_EQ(pm.chunks(3), 4);
 }
 
 }  // namespace
