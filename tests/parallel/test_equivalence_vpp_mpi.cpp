@@ -4,8 +4,6 @@
 // pipeline. Runs under mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include "tests/parallel/equivalence_util.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -39,14 +37,6 @@ struct Layout {
   bool overlap = false;
 };
 
-const test::RunResult& reference(const Config& base) {
-  static std::map<std::string, test::RunResult> cache;
-  const std::string key = to_yaml(base);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, test::run_layout(base, MPI_COMM_SELF)).first;
-  return it->second;
-}
-
 void check_layout(const Layout& l, const Config& base, const std::string& what) {
   Config c = base;
   c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
@@ -62,7 +52,7 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   ASSERT_TRUE(problems.empty()) << problems.front();
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
-  const test::RunResult* ref = rank == 0 ? &reference(base) : nullptr;
+  const test::RunResult* ref = rank == 0 ? &test::single_rank_run(base) : nullptr;
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
   if (rank >= size) return;
@@ -134,8 +124,9 @@ TEST(VppEquivalence, EvaluationThroughChunks) {
     if (rank >= k.pp) continue;
     const double got = eval_loss(c, sub);
     MPI_Comm_free(&sub);
-    if (rank == 0)
+    if (rank == 0) {
       EXPECT_NEAR(got, ref, test::kReorderFirstLoss * ref) << "pp" << k.pp << " v" << k.v;
+    }
   }
 }
 
