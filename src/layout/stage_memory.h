@@ -47,17 +47,17 @@ struct StageShapeSpec {
 // shared) and the scratch arena (shared by every layer and micro-batch).
 struct StageArenas {
   struct Slot {
-    std::vector<size_t> xs;      // L+1 (N, C): layer inputs and the stage output
+    std::vector<size_t> xs;      // L+1 (Ns, C): layer inputs and the stage output
     std::vector<size_t> layers;  // L BlockActs (none under full recompute)
     size_t tokens = 0;           // (N) int32, first stage
-    size_t dfinal = 0;           // (N, C), last stage: gradient of the stage output
+    size_t dfinal = 0;           // (Ns, C), last stage: gradient of the stage output
   };
   ActFormat fmt;
   bool per_layer = true;  // each slot keeps each layer's BlockActs (recompute != full)
   bool keep_att = true;   // ... with its attention state (else one shared copy, recomputed)
   std::vector<Slot> slots;
   size_t shared = 0;     // the recomputed attention state (selective) or a layer's acts (full)
-  size_t rerun_out = 0;  // (N, C) full recompute: the re-run layer's output
+  size_t rerun_out = 0;  // (Ns, C) full recompute: the re-run layer's output
   size_t acts_bytes = 0;
   size_t block_scratch = 0, dgrad[2] = {0, 0}, head = 0;
   size_t scratch_bytes = 0;

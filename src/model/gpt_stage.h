@@ -62,6 +62,9 @@ class GPTStage {
   float* grads() { return static_cast<float*>(grads_buf_.data()); }     // default placement only
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
+  // Elements of the stage input/output and of their gradients (act dtype): (Ns, C), this rank's
+  // rows with sequence parallelism, else (N, C).
+  size_t boundary_elems() const { return size_t(dims_.Ns()) * size_t(dims_.C); }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t param_bytes() const { return params_buf_.bytes(); }
   size_t grad_bytes() const { return grads_buf_.bytes(); }         // 0 with custom placement
@@ -70,10 +73,10 @@ class GPTStage {
   // optimizer step); nothing to do when the kernels read the fp32 parameters themselves.
   void refresh_compute_weights();
 
-  // (N, C) input of the stage for `slot` (act dtype): filled by the caller before forward on
-  // stages > 0.
+  // (Ns, C) input of the stage for `slot` (act dtype; boundary_elems()): filled by the caller
+  // before forward on stages > 0.
   void* input(int slot) { return slots_[size_t(slot)].xs.front(); }
-  // (N, C) output of the stage for `slot` after forward (stages < last).
+  // (Ns, C) output of the stage for `slot` after forward (stages < last).
   void* output(int slot) { return slots_[size_t(slot)].xs.back(); }
 
   // Forward of one micro-batch. tokens and targets (N) are in backend memory.
@@ -88,8 +91,8 @@ class GPTStage {
   // dloss == 0).
   void logits_to_host(float* out) const;
 
-  // Backward of one micro-batch. dout (N, C) is the gradient of the stage output (ignored on
-  // the last stage, which kept its own). dinput (N, C) receives the gradient of the stage input
+  // Backward of one micro-batch. dout (Ns, C) is the gradient of the stage output (ignored on
+  // the last stage, which kept its own). dinput (Ns, C) receives the gradient of the stage input
   // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings). Both in
   // the act dtype on the backend's device.
   // last: this is the step's last micro-batch (passed on to the gradient hooks).
@@ -109,10 +112,10 @@ class GPTStage {
 
  private:
   struct Slot {
-    std::vector<void*> xs;          // L+1 (N, C): input of layer l, xs[L] the stage output
+    std::vector<void*> xs;          // L+1 (Ns, C): input of layer l, xs[L] the stage output
     std::vector<BlockActs> layers;  // L
     int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
-    void* dfinal = nullptr;         // (N, C) last stage: gradient of xs[L]
+    void* dfinal = nullptr;         // (Ns, C) last stage: gradient of xs[L]
   };
   BlockWeights weights_at(int layer) const;
   BlockGrads grads_at(int layer) const;
@@ -145,7 +148,7 @@ class GPTStage {
   GradHooks hooks_;
   ParamHooks phooks_;
   std::function<void()> progress_;
-  void* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
+  void* recompute_out_ = nullptr;  // (Ns, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
   Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)
   std::vector<BlockWeights> w_;
@@ -154,7 +157,7 @@ class GPTStage {
   std::vector<Slot> slots_;
   BlockScratch bs_;
   HeadScratch head_;                    // last stage
-  void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype
+  void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (Ns, C), act dtype
   Buffer loss_acc_;                     // (1) double: summed per-token loss
 };
 

@@ -22,7 +22,7 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLa
   LOOM_CHECK(mem.recv_grads == (pc.last_stage() ? 0 : (overlap_ ? 2 : 1)) &&
                  mem.sent_grads == (pc.first_stage() ? 0 : num_slots_),
              "memory model and executor disagree on the pipeline buffers");
-  const size_t NC = size_t(stage.tokens_per_micro_batch()) * size_t(stage.d_model());
+  const size_t NC = stage.boundary_elems();
   const Backend& be = stage.backend();
   act_dtype_ = be.act_dtype();
   act_bytes_ = NC * be.act_size();
@@ -62,7 +62,7 @@ void* PipelineExecutor::dout(int backwards) {
 }
 
 CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   if (a.op == PipeOp::Forward)
     return pc_.pp.start_recv(stage_.input(a.mb % num_slots_), NC, act_dtype_, pc_.coord.pp - 1,
                              a.mb);
@@ -87,7 +87,7 @@ void PipelineExecutor::progress() { pc_.pp.test(early_); }
 // most.
 void PipelineExecutor::run(const StepTokens& in, float dloss) {
   passes_.clear();
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
   int backwards = 0;     // backward actions so far
   size_t early_for = 0;  // the action whose receive early_ holds (valid while posted)
@@ -134,7 +134,7 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
 }
 
 void PipelineExecutor::run_forward(const StepTokens& in) {
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   const int prev = pc_.coord.pp - 1, next = pc_.coord.pp + 1;
   for (int mb = 0; mb < microbatches_; ++mb) {
     pc_.pp.wait(&act_req_[0]);  // slot 0's previous output has left
