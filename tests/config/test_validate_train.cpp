@@ -63,9 +63,12 @@ TEST(ConfigValidate, SequenceParallelNeedsTensorParallelAndSplitRows) {
   c.model.seq_len = 30;
   EXPECT_TRUE(reports(
       c, 4, {"parallel.sequence_parallel: micro_batch_size=1 x model.seq_len=30", "over tp=4"}));
-  c.parallel.micro_batch_size = 2;  // 60 rows: still not
+  c.parallel.micro_batch_size = 3;  // 90 rows: still not
+  c.train.global_batch_size = 9;
+  EXPECT_TRUE(reports(c, 4, {"= 90 token rows do not split over tp=4"}));
+  c.parallel.micro_batch_size = 2;  // 60 rows split
   c.train.global_batch_size = 8;
-  EXPECT_TRUE(reports(c, 4, {"= 60 token rows do not split over tp=4"}));
+  EXPECT_TRUE(loom::validate(c, 4).empty());
   c.model.seq_len = 32;
   EXPECT_TRUE(loom::validate(c, 4).empty());
 }
