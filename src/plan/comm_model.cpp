@@ -62,9 +62,9 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
   }
   if (c.pp > 1) {
     // Per micro-batch: the stage output forward (all but the last stage) and the input's
-    // gradient backward (all but the first).
+    // gradient backward (all but the first); (N/tp, C) rows each with sequence parallelism.
     const uint64_t sends = (sh.last ? 0 : 1) + (sh.first ? 0 : 1);
-    v.pp.bytes = m * sends * NC;
+    v.pp.bytes = m * sends * (c.sp ? NC / uint64_t(c.tp) : NC);
     v.pp.calls = int64_t(m * sends);
   }
   const bool tied = sh.tied_across_stages && sh.wte > 0;

@@ -19,6 +19,7 @@ struct Layout {
   bool tied = true;
   bool odd = false;  // 3 layers, 3 heads, d_model 30: 37710 elements, not a multiple of dp 4
   bool overlap = false;  // parallel.overlap: second layer buffers, per-layer reductions
+  bool sp = false;       // parallel.sequence_parallel
 };
 
 void check(const Layout& l) {
@@ -31,6 +32,7 @@ void check(const Layout& l) {
   c.model.tie_embeddings = l.tied;
   c.train.steps = 1;
   c.parallel.overlap = l.overlap;
+  c.parallel.sequence_parallel = l.sp;
   if (l.odd) c.model.n_layer = 3, c.model.n_head = 3, c.model.d_model = 30;
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
@@ -40,8 +42,9 @@ void check(const Layout& l) {
   const test::Measured got = test::measure_step(c, sub);
   MPI_Comm_free(&sub);
 
-  const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") + " stage " +
-                           std::to_string(got.stage) + " dp rank " + std::to_string(got.dp_rank);
+  const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") +
+                           (l.sp ? " sp" : "") + " stage " + std::to_string(got.stage) +
+                           " dp rank " + std::to_string(got.dp_rank);
   const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
   const plan::Candidate cand = test::candidate_of(c);
   const auto shapes = plan::stage_shapes(c.model, l.tp, l.pp);
@@ -127,6 +130,19 @@ TEST(PlanAgreement, TensorParallel) {
   check({2, 1, 2, 1, 2});
   check({1, 2, 2, 2, 0});
   check({1, 2, 2, 1, 0, "gpipe"});
+}
+
+// Sequence parallelism: (Ns, C) activations and pipeline buffers; all-gathers counted by their
+// own rows, reduce-scatters by their whole input, the norm weight gradients' fp32 all-reduces.
+TEST(PlanAgreement, SequenceParallel) {
+  auto sp = [](Layout l) {
+    l.sp = true;
+    return l;
+  };
+  check(sp({1, 1, 4, 2, 0}));
+  check(sp({2, 1, 2, 2, 3}));
+  check(sp({1, 2, 2, 1, 0, "1f1b", "full"}));
+  check(sp({1, 2, 2, 2, 2, "gpipe", "selective", false}));
 }
 
 }  // namespace
