@@ -5,7 +5,8 @@
 #      every test whose numbers come from BLAS again with its SkylakeX kernels;
 #   2. the cuda tests in the CPU emulation build (scripts/test_cuda_emulated.sh);
 #   3. the unit tests under AddressSanitizer + UBSan (scripts/sanitize.sh --unit);
-#   4. loom under a real Slurm: two slurmd on this machine (label slurm, scripts/slurm/test_cluster.sh).
+#   4. loom under a real Slurm: two slurmd on this machine (label slurm, scripts/slurm/test_cluster.sh),
+#      run in the background during step 3.
 # The fuzz targets' regressions replay in the unit suite; scripts/fuzz.sh --ci runs them longer.
 # docs/testing.md describes each. LOOM_TEST_QUICK=1 runs step 1 only. Extra arguments go to
 # every ctest run of step 1.
@@ -50,7 +51,22 @@ stage() {
 }
 if [[ ${LOOM_TEST_QUICK:-0} != 1 ]]; then
   stage "cuda tests in the CPU emulation build" ./scripts/test_cuda_emulated.sh
-  stage "unit tests under AddressSanitizer + UBSan" ./scripts/sanitize.sh --unit
-  stage "loom under Slurm (two nodes on this machine)" \
-    bash -c 'ctest --test-dir build -L slurm --output-on-failure; rc=$?; scripts/slurm/test_cluster.sh stop; exit $rc'
+  # The Slurm jobs mostly wait for their time limit (and a test hook paces their steps), so they
+  # run beside the sanitizer stage; their log is printed, and their status counted, after it.
+  slurm_log=$(mktemp /tmp/loom-slurm-ci.XXXXXX)
+  slurm_t0=$SECONDS
+  (set +e; ctest --test-dir build -L slurm --output-on-failure; rc=$?
+   scripts/slurm/test_cluster.sh stop; exit $rc) >"$slurm_log" 2>&1 &
+  slurm_pid=$!
+  sanitize_rc=0 t0=$SECONDS
+  echo "== unit tests under AddressSanitizer + UBSan"
+  ./scripts/sanitize.sh --unit || sanitize_rc=$?
+  echo "== unit tests under AddressSanitizer + UBSan: $((SECONDS - t0)) s (rc $sanitize_rc)"
+  slurm_rc=0
+  wait "$slurm_pid" || slurm_rc=$?
+  echo "== loom under Slurm (two nodes on this machine), beside the sanitizer stage"
+  cat "$slurm_log"
+  rm -f "$slurm_log"
+  echo "== loom under Slurm: $((SECONDS - slurm_t0)) s (rc $slurm_rc)"
+  if ((sanitize_rc != 0 || slurm_rc != 0)); then exit 1; fi
 fi

@@ -10,7 +10,9 @@
 
 #include "ckpt/file_util.h"
 #include "ckpt/hdf5_util.h"
+#include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/safetensors_index.h"
 #include "core/check.h"
 
 namespace loom {
@@ -82,6 +84,8 @@ bool is_safetensors_path(const std::string& path) {
 }
 
 void load_canonical(const std::string& path, const ParamLayout& layout, float* params) {
+  if (layout.model().llama() && is_safetensors_source(path))
+    return load_llama_safetensors(path, layout, params);
   if (is_safetensors_path(path)) return load_safetensors(path, layout, params);
   h5::Handle f = h5::open_read(path, "init file");
   // Check every tensor first, so a bad file leaves the parameters untouched.
@@ -208,11 +212,14 @@ void save_canonical(const std::string& path, const ParamLayout& layout, const fl
   std::map<std::string, CanonicalTensor> tensors = gather_canonical(layout, params, pc);
   if (pc.rank != 0) return;
   if (is_safetensors_path(path)) {
+    const bool llama = layout.model().llama();
+    if (llama) tensors = llama_to_hf(tensors, layout.model());
     write_safetensors(path, tensors, {{"format", "pt"}});  // "pt": what transformers expects
     if (model) {
       size_t slash = path.find_last_of('/');
       std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-      write_text_file_atomic(dir + "config.json", hf_gpt2_config_json(*model));
+      write_text_file_atomic(dir + "config.json",
+                             llama ? hf_llama_config_json(*model) : hf_gpt2_config_json(*model));
     }
     return;
   }

@@ -1,5 +1,6 @@
 // Canonical weights (docs/checkpoints.md): HDF5 (or safetensors) with the Hugging Face GPT-2 tensor
-// names and unpadded shapes. Loading reads only this rank's shard; saving gathers every shard.
+// names and unpadded shapes (Llama safetensors: HF Llama names). Loading reads only this rank's
+// shard; saving gathers every shard.
 #pragma once
 #include <map>
 #include <string>
@@ -16,6 +17,10 @@ namespace loom {
 // A path ending in ".safetensors" is read as a Hugging Face safetensors file (F32, F16, BF16 or
 // F64; names with or without the "transformer." prefix; other entries such as the attn.bias mask
 // buffers, and lm_head.weight of a tied model, are ignored). Any other path is HDF5.
+// A llama model (model.arch: llama) reads Hugging Face LlamaForCausalLM names instead
+// (ckpt/hf_llama.h) from a .safetensors file, a model.safetensors.index.json of shards or a
+// directory holding either, after checking the config.json next to them; its HDF5 files use
+// loom's canonical names.
 void load_canonical(const std::string& path, const ParamLayout& layout, float* params);
 
 // A whole canonical tensor: shape as in the file (1-D tensors have rows == 1, ndim == 1).
@@ -33,7 +38,9 @@ std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layou
 // Gathers the parameters of the dp-rank-0 replica to world rank 0, which writes `path`
 // (under a temporary name, renamed when complete). Collective over the world communicator.
 // A path ending in ".safetensors" is written as F32 safetensors; with `model` given, a Hugging
-// Face GPT-2 `config.json` is also written in the same directory (overwriting one there).
+// Face GPT-2 `config.json` is also written in the same directory (overwriting one there). A
+// llama model writes Hugging Face LlamaForCausalLM names and shapes and a LlamaForCausalLM
+// config.json.
 void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
                     ParallelCtx& pc, const ModelConfig* model = nullptr);
 

@@ -31,8 +31,11 @@ std::string format_kernel_step(const KernelStep& k, const KernelShape& s, const 
   const ModelConfig& m = s.model;
   const double tokens = double(s.micro_batch) * m.seq_len * s.micro_batches;
   std::string o = "loom plan --kernels: " + config_path + "\n";
-  o += "model: " + std::to_string(m.n_layer) + " layers, d_model " + std::to_string(m.d_model) +
-       ", " + std::to_string(m.n_head) + " heads of " + std::to_string(m.d_model / m.n_head) +
+  o += "model: " + m.arch + ", " + std::to_string(m.n_layer) + " layers, d_model " +
+       std::to_string(m.d_model) + ", " + std::to_string(m.n_head) + " heads of " +
+       std::to_string(m.head_dim()) +
+       (m.kv_heads() != m.n_head ? " (" + std::to_string(m.kv_heads()) + " kv heads)" : "") +
+       ", MLP " + std::to_string(m.ffn()) + (m.llama() ? " (SwiGLU)" : " (GELU)") +
        ", vocabulary " + std::to_string(m.vocab_size) + " (" +
        std::to_string(m.padded_vocab(s.tp)) + " padded), seq_len " + std::to_string(m.seq_len) +
        "; " + fmt("%.1fM", count_params(m) / 1e6) + " parameters\n";
@@ -42,8 +45,11 @@ std::string format_kernel_step(const KernelStep& k, const KernelShape& s, const 
        " activations and compute weights, fp32 master weights, gradients and AdamW moments\n";
   if (s.tp > 1)
     o += "one rank of tp " + std::to_string(s.tp) +
-         ": GEMMs, attention heads and the vocabulary are split over tp; LayerNorms, residual "
-         "adds, copies and wpe are not; the TP all-reduces are not counted here\n";
+         ": GEMMs, attention heads and the vocabulary are split over tp; " +
+         (m.llama() ? "RMSNorms, residual adds and copies are"
+                    : "LayerNorms, residual adds, "
+                      "copies and wpe are") +
+         " not; the TP all-reduces are not counted here\n";
   else
     o += "one GPU (tp = pp = dp = 1)\n";
   o += "GPU: " + fmt("%.4g", g.tensor_flops / 1e12) + " TFLOP/s tensor, " +

@@ -24,6 +24,17 @@ std::string gib(double bytes) {
   return b;
 }
 
+// validate()'s lines about parallel.tp for model m split tp ways.
+std::vector<std::string> tp_errors(const ModelConfig& m, int tp) {
+  Config cfg;
+  cfg.model = m;
+  cfg.parallel.tp = tp;
+  std::vector<std::string> out;
+  for (const std::string& e : validate(cfg, 0))
+    if (e.rfind("parallel.tp:", 0) == 0) out.push_back(e);
+  return out;
+}
+
 // Why a (dp, pp, tp) grid cannot run this model and batch; "" when it can.
 std::string grid_problem(const PlanModel& pm, const Candidate& c) {
   const ModelConfig& m = pm.model;
@@ -32,6 +43,8 @@ std::string grid_problem(const PlanModel& pm, const Candidate& c) {
     why.push_back(str("tp ", c.tp, " does not divide n_head ", m.n_head));
   else if (m.d_model % c.tp != 0)
     why.push_back(str("tp ", c.tp, " does not divide d_model ", m.d_model));
+  else  // the rest of validation's tp rules (kv heads, the MLP width), in its words
+    for (const std::string& e : tp_errors(m, c.tp)) why.push_back(e);
   if (c.pp > m.n_layer) why.push_back(str("pp ", c.pp, " > n_layer ", m.n_layer));
   if (pm.global_batch % c.dp != 0)
     why.push_back(str("global batch ", pm.global_batch, " is not divisible by dp ", c.dp));

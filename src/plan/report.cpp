@@ -28,13 +28,16 @@ std::string layout_text(const PlanEntry& e) {
 
 std::string model_line(const Plan& p) {
   const ModelConfig& m = p.pm.model;
-  char b[300];
+  char kv[32] = "";
+  if (m.kv_heads() != m.n_head) std::snprintf(kv, sizeof kv, " (%d kv)", m.kv_heads());
+  char b[360];
   std::snprintf(b, sizeof b,
-                "model: %dL %dH d_model %d vocab %d, %.1fM parameters, seq %d; global batch %d "
-                "(%lld tokens/step); schedule %s, rank order %s",
-                m.n_layer, m.n_head, m.d_model, m.vocab_size, double(count_params(m)) / 1e6,
-                m.seq_len, p.pm.global_batch, (long long)p.pm.global_batch * m.seq_len,
-                schedule_name(p.pm.schedule), p.pm.order.c_str());
+                "model: %s %dL %dH%s d_model %d ffn %d vocab %d, %.1fM parameters, seq %d; global "
+                "batch %d (%lld tokens/step); schedule %s, rank order %s",
+                m.arch.c_str(), m.n_layer, m.n_head, kv, m.d_model, m.ffn(), m.vocab_size,
+                double(count_params(m)) / 1e6, m.seq_len, p.pm.global_batch,
+                (long long)p.pm.global_batch * m.seq_len, schedule_name(p.pm.schedule),
+                p.pm.order.c_str());
   return b;
 }
 
@@ -187,8 +190,11 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
                   {"peak_flops", p.cluster.peak_flops},
                   {"efficiency", p.cluster.efficiency}};
   const ModelConfig& m = p.pm.model;
-  j["model"] = {{"n_layer", m.n_layer},
+  j["model"] = {{"arch", m.arch},
+                {"n_layer", m.n_layer},
                 {"n_head", m.n_head},
+                {"n_kv_head", m.kv_heads()},
+                {"ffn_hidden", m.ffn()},
                 {"d_model", m.d_model},
                 {"vocab_size", m.vocab_size},
                 {"seq_len", m.seq_len},

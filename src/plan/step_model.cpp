@@ -17,7 +17,8 @@ double stage_flops_per_micro_batch(const PlanModel& pm, const Candidate& c, cons
   const double n = double(c.micro_batch) * pm.model.seq_len;  // tokens per micro-batch
   const double C = pm.model.d_model, T = pm.model.seq_len, L = sh.num_layers;
   const double weights = double(sh.layer_elems);  // this rank's layer shard
-  const double attn = 12.0 * C * T * L / c.tp;    // scores and weighted values
+  // Scores and weighted values per query head: NH * D (GQA's kv heads do not shrink them).
+  const double attn = 12.0 * pm.model.n_head * pm.model.head_dim() * T * L / c.tp;
   double f = n * (6.0 * weights + attn);
   if (sh.last) f += 6.0 * n * C * sh.vocab_local;  // the vocab-parallel head
   if (c.recompute == Recompute::Full) f += n * (2.0 * weights + attn / 3.0);

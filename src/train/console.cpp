@@ -136,9 +136,12 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
   std::string vocab = std::to_string(m.vocab_size);
   if (run.params().padded_vocab() != m.vocab_size)
     vocab += " (padded to " + std::to_string(run.params().padded_vocab()) + ")";
-  out.push_back(str("model GPT-2 ", m.n_layer, " layers x ", m.n_head, " heads x d_model ",
-                    m.d_model, ", vocab ", vocab, ", seq_len ", m.seq_len, " | ",
-                    format_count(double(params)), " parameters | ",
+  const std::string heads = m.kv_heads() == m.n_head
+                                ? str(m.n_head, " heads")
+                                : str(m.n_head, " heads (", m.kv_heads(), " kv heads)");
+  out.push_back(str("model ", m.llama() ? "Llama " : "GPT-2 ", m.n_layer, " layers x ", heads,
+                    " x d_model ", m.d_model, ", mlp ", m.ffn(), ", vocab ", vocab, ", seq_len ",
+                    m.seq_len, " | ", format_count(double(params)), " parameters | ",
                     format_count(flops_per_token), " training FLOPs/token"));
   out.push_back(str("parallel dp", run.dp(), " x pp", run.pp(), " x tp", run.tp(), " = ",
                     run.grid().world(), " ranks | ", schedule_name(run.schedule()), " schedule, ",

@@ -90,10 +90,31 @@ TEST(Checkpoint, ExactResume3DZero1) { exact_resume(2, 2, 2, 1, "3d_zero1"); }
 TEST(Checkpoint, ExactResume3DZero2) { exact_resume(2, 2, 2, 2, "3d_zero2"); }
 TEST(Checkpoint, ExactResume3DZero3) { exact_resume(2, 2, 2, 3, "3d_zero3"); }
 
+// The llama family with grouped-query attention: 8 query heads over 4 kv heads, so tp 2 and 4
+// split whole kv heads.
+Config tiny_llama() {
+  Config c = test::tiny_parallel_config();
+  c.model.arch = "llama";
+  c.model.n_head = 8, c.model.n_kv_head = 4, c.model.ffn_hidden = 48;
+  c.model.rope_theta = 100.0;
+  c.model.tie_embeddings = false;
+  return c;
+}
+
+TEST(Checkpoint, LlamaExactResume3DZero3) {
+  Config c = with_layout(tiny_llama(), 2, 2, 2, 3, fresh_dir("llama_3d_zero3"));
+  TrainRun straight = train(c, 20, false);
+  TrainRun first = train(c, 10, false, 10);
+  TrainRun second = train(c, 20, true);
+  if (test::world_rank() != 0) return;
+  TrainRun joined{first.losses, {}, second.weights};
+  joined.losses.insert(joined.losses.end(), second.losses.begin(), second.losses.end());
+  expect_bitwise(joined, straight, "llama 3d zero3");
+}
+
 // Save at dp2xpp2xtp2 with ZeRO-1, resume on other layouts: the loss curve continues.
-TEST(Checkpoint, ReshardedResume) {
-  const std::string dir = fresh_dir("reshard");
-  Config base = test::tiny_parallel_config();
+void resharded_resume(const Config& base, const std::string& name) {
+  const std::string dir = fresh_dir(name);
   TrainRun straight = train(with_layout(base, 1, 1, 1, 0, dir + "_ref"), 20, false);
   train(with_layout(base, 2, 2, 2, 1, dir), 10, false, 10);
   struct L {
@@ -115,6 +136,9 @@ TEST(Checkpoint, ReshardedResume) {
     EXPECT_LE(w.value, test::kReorderWeightSteps) << w.name;
   }
 }
+
+TEST(Checkpoint, ReshardedResume) { resharded_resume(test::tiny_parallel_config(), "reshard"); }
+TEST(Checkpoint, LlamaReshardedResume) { resharded_resume(tiny_llama(), "llama_reshard"); }
 
 // The canonical weights in a dp2xpp2xtp2 checkpoint equal those of the single-rank run's
 // checkpoint at the same step (within the reorder tolerance class: the runs round differently).
@@ -153,6 +177,24 @@ TEST(Checkpoint, WrongModelIsRejectedWithTheMismatch) {
     ADD_FAILURE() << "a checkpoint of another model was accepted";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("d_model=32"), std::string::npos) << e.what();
+  }
+  // The family and its function-only keys are checked too.
+  other = base.model;
+  other.arch = "llama";
+  try {
+    verify_checkpoint(dir + "/step_0000002", other);
+    ADD_FAILURE() << "a gpt2 checkpoint was accepted for a llama model";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("arch=gpt2, but this config has llama"), std::string::npos)
+        << e.what();
+  }
+  other = base.model;
+  other.norm_eps = 1e-6;
+  try {
+    verify_checkpoint(dir + "/step_0000002", other);
+    ADD_FAILURE() << "a checkpoint of another norm_eps was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("norm_eps=1e-05"), std::string::npos) << e.what();
   }
 }
 

@@ -17,8 +17,9 @@ struct Layout {
   const char* schedule = "1f1b";
   const char* recompute = "none";
   bool tied = true;
-  bool odd = false;  // 3 layers, 3 heads, d_model 30: 37710 elements, not a multiple of dp 4
+  bool odd = false;      // 3 layers, 3 heads, d_model 30: 37710 elements, not a multiple of dp 4
   bool overlap = false;  // parallel.overlap: second layer buffers, per-layer reductions
+  int kv_heads = 0;      // > 0: a llama with this many kv heads (SwiGLU width 96)
   bool sp = false;       // parallel.sequence_parallel
 };
 
@@ -34,6 +35,10 @@ void check(const Layout& l) {
   c.parallel.overlap = l.overlap;
   c.parallel.sequence_parallel = l.sp;
   if (l.odd) c.model.n_layer = 3, c.model.n_head = 3, c.model.d_model = 30;
+  if (l.kv_heads > 0) {
+    c.model.arch = "llama";
+    c.model.n_kv_head = l.kv_heads, c.model.ffn_hidden = 96;
+  }
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
   MPI_Comm sub;
@@ -43,6 +48,7 @@ void check(const Layout& l) {
   MPI_Comm_free(&sub);
 
   const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") +
+                           (l.kv_heads > 0 ? " llama kv " + std::to_string(l.kv_heads) : "") +
                            (l.sp ? " sp" : "") + " stage " + std::to_string(got.stage) +
                            " dp rank " + std::to_string(got.dp_rank);
   const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
@@ -68,15 +74,15 @@ void check(const Layout& l) {
   EXPECT_EQ(got.embed, v.embed.bytes) << name << ": embed";
   EXPECT_EQ(got.world, v.world.bytes) << name << ": world";
   if (rank == 0)
-    std::printf("%-32s rank 0: memory %zu B (params %zu grads %zu buckets %zu optimizer %zu "
-                "activations %zu) | bytes sent tp %llu pp %llu dp %llu embed %llu world %llu\n",
-                test::layout_name(c).c_str(),
-                got.memory.params + got.memory.grads + got.memory.grad_buckets +
-                    got.memory.optimizer + got.memory.activations,
-                got.memory.params, got.memory.grads, got.memory.grad_buckets,
-                got.memory.optimizer, got.memory.activations, (unsigned long long)got.tp,
-                (unsigned long long)got.pp, (unsigned long long)got.dp,
-                (unsigned long long)got.embed, (unsigned long long)got.world);
+    std::printf(
+        "%-32s rank 0: memory %zu B (params %zu grads %zu buckets %zu optimizer %zu "
+        "activations %zu) | bytes sent tp %llu pp %llu dp %llu embed %llu world %llu\n",
+        test::layout_name(c).c_str(),
+        got.memory.params + got.memory.grads + got.memory.grad_buckets + got.memory.optimizer +
+            got.memory.activations,
+        got.memory.params, got.memory.grads, got.memory.grad_buckets, got.memory.optimizer,
+        got.memory.activations, (unsigned long long)got.tp, (unsigned long long)got.pp,
+        (unsigned long long)got.dp, (unsigned long long)got.embed, (unsigned long long)got.world);
 }
 
 TEST(PlanAgreement, DataParallelZeroStages) {
@@ -84,7 +90,7 @@ TEST(PlanAgreement, DataParallelZeroStages) {
     check({4, 1, 1, 1, zero});
     check({4, 1, 1, 2, zero});
   }
-  check({2, 1, 1, 4, 2});  // one micro-batch per step
+  check({2, 1, 1, 4, 2});       // one micro-batch per step
   for (int zero : {1, 2, 3}) {  // padded shards: the last DP rank's shard is shorter
     Layout l{4, 1, 1, 1, zero};
     l.odd = true;
@@ -96,8 +102,8 @@ TEST(PlanAgreement, PipelineTiedEmbeddingsAndSchedules) {
   for (int zero : {0, 1, 2, 3}) check({2, 2, 1, 2, zero});
   check({2, 2, 1, 1, 2, "gpipe"});
   check({2, 2, 1, 1, 1, "1f1b", "none", false});  // untied head on the last stage
-  check({1, 4, 1, 1, 0});                 // 8 micro-batches through 4 stages
-  check({1, 3, 1, 2, 0, "gpipe"});        // uneven split: 2, 1, 1 layers
+  check({1, 4, 1, 1, 0});                         // 8 micro-batches through 4 stages
+  check({1, 3, 1, 2, 0, "gpipe"});                // uneven split: 2, 1, 1 layers
 }
 
 TEST(PlanAgreement, Recompute) {
@@ -132,6 +138,22 @@ TEST(PlanAgreement, TensorParallel) {
   check({1, 2, 2, 1, 0, "gpipe"});
 }
 
+// A llama (RMSNorm, RoPE, SwiGLU of width 96, no biases, no wpe) with 4 query heads sharing 2
+// kv heads (4 with tp 4: each rank needs whole kv heads; 1 without tp), tied and untied.
+TEST(PlanAgreement, Llama) {
+  auto llama = [](Layout l, int kv, bool tied = true) {
+    l.kv_heads = kv, l.tied = tied;
+    return l;
+  };
+  check(llama({1, 1, 2, 2, 0}, 2));
+  check(llama({1, 1, 4, 2, 0, "1f1b", "full"}, 4));
+  check(llama({2, 1, 2, 2, 3}, 2));
+  check(llama({2, 1, 2, 1, 1, "1f1b", "selective"}, 2, false));
+  check(llama({2, 2, 1, 2, 2}, 2));
+  check(llama({1, 2, 2, 1, 0, "gpipe"}, 2, false));
+  check(llama({4, 1, 1, 1, 1}, 1, false));  // one kv head for all 4 query heads
+}
+
 // Sequence parallelism: (Ns, C) activations and pipeline buffers; all-gathers counted by their
 // own rows, reduce-scatters by their whole input, the norm weight gradients' fp32 all-reduces.
 TEST(PlanAgreement, SequenceParallel) {
@@ -143,6 +165,8 @@ TEST(PlanAgreement, SequenceParallel) {
   check(sp({2, 1, 2, 2, 3}));
   check(sp({1, 2, 2, 1, 0, "1f1b", "full"}));
   check(sp({1, 2, 2, 2, 2, "gpipe", "selective", false}));
+  check(sp({1, 1, 2, 2, 0, "1f1b", "none", false, false, false, 2}));  // llama
+  check(sp({1, 2, 2, 1, 1, "gpipe", "full", false, false, false, 2}));
 }
 
 }  // namespace

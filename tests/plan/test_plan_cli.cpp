@@ -39,6 +39,28 @@ TEST(PlanCli, TextTableForGpt2SmallOnOneH100Node) {
   EXPECT_NE(out.find("MFU"), std::string::npos) << out;
 }
 
+// The shipped Llama shapes: their published parameter counts, GQA in the model line, and
+// TinyLlama's 4 kv heads ruling out tp 8 in validation's words.
+TEST(PlanCli, LlamaConfigsOnOneH100Node) {
+  int code = 0;
+  std::string err;
+  std::string out = run_plan_command(
+      plan_args("configs/llama3.2_1b.yaml", "configs/clusters/h100_80g_8x.yaml"), &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(out.find("model: llama 16L 32H (8 kv) d_model 2048 ffn 8192 vocab 128256, 1235.8M "
+                     "parameters"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("grids (0 impossible)"), std::string::npos) << out;
+  out = run_plan_command(
+      plan_args("configs/tinyllama_1.1b.yaml", "configs/clusters/h100_80g_8x.yaml"), &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(out.find("1100.0M parameters"), std::string::npos) << out;
+  EXPECT_NE(out.find("dp 1 pp 1 tp 8: parallel.tp: 8 does not divide the 4 kv heads"),
+            std::string::npos)
+      << out;
+}
+
 TEST(PlanCli, JsonForScripts) {
   int code = 0;
   std::string err;

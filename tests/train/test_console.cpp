@@ -118,10 +118,19 @@ TEST(Console, ConfigBanner) {
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0], "run 'quickstart' in runs/quickstart | config configs/quickstart.yaml, "
                       "resolved in full: runs/quickstart/config.yaml");
-  EXPECT_TRUE(has(lines[1], "4 layers x 4 heads x d_model 256, vocab 50257 (padded to 50432)"));
+  EXPECT_TRUE(has(lines[1],
+                  "model GPT-2 4 layers x 4 heads x d_model 256, mlp 1024, vocab 50257 "
+                  "(padded to 50432)"));
   EXPECT_TRUE(has(lines[1], "29.4M parameters | 177M training FLOPs/token"));
   EXPECT_TRUE(has(lines[2], "dp2 x pp2 x tp2 = 8 ranks | 1f1b schedule, 2 micro-batches of 2"));
   EXPECT_TRUE(has(lines[2], "ZeRO stage 1"));
+  Config llama = cfg;  // the family, its kv heads and its SwiGLU width
+  llama.model.arch = "llama";
+  llama.model.n_kv_head = 2;
+  const RunLayout lrun(llama, GridDims{2, 2, 2}, Coord{0, 0, 0});
+  const auto llines = format_config_banner(llama, lrun, 1, 1, "c.yaml");
+  EXPECT_TRUE(has(llines[1], "model Llama 4 layers x 4 heads (2 kv heads) x d_model 256, mlp 768,"))
+      << llines[1];
   EXPECT_TRUE(has(lines[3], "30 steps x 8 sequences x 64 tokens = 512 tokens/step (15.4k in all)"));
   EXPECT_TRUE(has(lines[4], "lr 1.00e-03 cosine to 1.00e-04, 20 warm-up steps"));
 }
