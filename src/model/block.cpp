@@ -1,4 +1,5 @@
-// Transformer block forward/backward over a Backend's kernels, with TP all-reduces.
+// Transformer block forward/backward over a Backend's kernels, with TP all-reduces (sequence
+// parallel: all-gathers and reduce-scatters).
 #include "model/block.h"
 
 #include <cstdint>
