@@ -31,12 +31,7 @@ Config tiny(const char* device, const char* dtype) {
 
 test::RunResult run(const Config& c) { return test::run_layout(c, MPI_COMM_SELF); }
 
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return worst;
-}
+using test::max_rel;
 
 // fp32 on cuda (no TF32) differs from the cpu backend only in summation order and FMA
 // contraction (one rounding fewer per product): the reorder tolerance class of the layout

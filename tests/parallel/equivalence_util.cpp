@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "core/rng.h"
 
@@ -115,6 +117,21 @@ void expect_reorder_equal(const RunResult& got, const RunResult& ref, int d_mode
       "%-36s loss: step 1 %.1e, later %.1e | step-1 grad %.1e (%s) | weights %.1e lr (%s)\n",
       what.c_str(), d.first_loss, d.later_loss, d.grad1.value, d.grad1.name.c_str(),
       d.weights.value, d.weights.name.c_str());
+}
+
+const RunResult& single_rank_run(const Config& base) {
+  static std::map<std::string, RunResult> cache;
+  const std::string key = to_yaml(base);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, run_layout(base, MPI_COMM_SELF)).first;
+  return it->second;
+}
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  return worst;
 }
 
 }  // namespace loom::test

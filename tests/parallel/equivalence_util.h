@@ -43,6 +43,12 @@ struct RunDiff {
 };
 RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model);
 
+// The single-rank run of `base` (MPI_COMM_SELF), computed once per config and kept.
+const RunResult& single_rank_run(const Config& base);
+
+// The largest |a_i - b_i| / |b_i| (loss curves).
+double max_rel(const std::vector<double>& a, const std::vector<double>& b);
+
 // EXPECTs every part of compare_runs within the reorder class bounds and prints one line.
 void expect_reorder_equal(const RunResult& got, const RunResult& ref, int d_model,
                           const std::string& what);

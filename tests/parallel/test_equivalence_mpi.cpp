@@ -31,15 +31,6 @@ std::string name_of(const Layout& l) {
   return s;
 }
 
-// The single-rank run of a base config, computed once per config on rank 0.
-const test::RunResult& reference(const Config& base) {
-  static std::map<std::string, test::RunResult> cache;
-  std::string key = to_yaml(base);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, test::run_layout(base, MPI_COMM_SELF)).first;
-  return it->second;
-}
-
 void check_layout(const Layout& l, const Config& base = test::tiny_parallel_config()) {
   Config c = base;
   c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
@@ -49,7 +40,7 @@ void check_layout(const Layout& l, const Config& base = test::tiny_parallel_conf
   c.optimizer.zero_stage = l.zero;
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
-  const test::RunResult* ref = rank == 0 ? &reference(base) : nullptr;
+  const test::RunResult* ref = rank == 0 ? &test::single_rank_run(base) : nullptr;
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
   if (rank >= size) return;
@@ -61,7 +52,7 @@ void check_layout(const Layout& l, const Config& base = test::tiny_parallel_conf
 
 TEST(Equivalence, ReferenceLossFalls) {
   if (test::world_rank() != 0) return;
-  const auto& ref = reference(test::tiny_parallel_config());
+  const auto& ref = test::single_rank_run(test::tiny_parallel_config());
   // The compared trajectories must actually move: 10 steps take the loss down by > 0.1.
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.1);
 }
@@ -72,7 +63,7 @@ TEST(Equivalence, ReferenceLossFalls) {
 TEST(Equivalence, BoundsCatchOneWrongSample) {
   if (test::world_rank() != 0) return;
   const Config c = test::tiny_parallel_config();
-  const test::RunResult& ref = reference(c);
+  const test::RunResult& ref = test::single_rank_run(c);
   for (int64_t bad : {int64_t(2), int64_t(21)}) {
     SampleFn good = test::synthetic_samples(c.model.vocab_size, c.model.seq_len);
     const int T = c.model.seq_len, V = c.model.vocab_size;
