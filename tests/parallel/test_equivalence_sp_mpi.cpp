@@ -5,8 +5,6 @@
 // under mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include "layout/run_layout.h"
 #include "tests/parallel/equivalence_util.h"
 #include "tests/support/mpi_test_env.h"
@@ -35,14 +33,6 @@ struct Layout {
   const char* recompute = "none";
 };
 
-const test::RunResult& reference(const Config& base) {
-  static std::map<std::string, test::RunResult> cache;
-  const std::string key = to_yaml(base);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, test::run_layout(base, MPI_COMM_SELF)).first;
-  return it->second;
-}
-
 void check_layout(const Layout& l, const Config& base, const std::string& what) {
   Config c = base;
   c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
@@ -57,7 +47,7 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   ASSERT_TRUE(problems.empty()) << problems.front();
   const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
-  const test::RunResult* ref = rank == 0 ? &reference(base) : nullptr;
+  const test::RunResult* ref = rank == 0 ? &test::single_rank_run(base) : nullptr;
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
   if (rank >= size) return;
