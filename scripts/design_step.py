@@ -115,7 +115,8 @@ STEP_ORDER = [
     ("src/model/gpt_stage.cpp", "void GPTStage::backward(int chunk", [
         "gather(first + l)", "recompute(s, l, w0 + l)", "block_backward(", "hooks_.layer_done(",
         "embedding_backward(", "hooks_.backward_done("]),
-    ("src/model/block.cpp", "void block_backward(", ["tp.all_reduce(", "tp.all_reduce("]),
+    ("src/model/block.cpp", "void block_backward(", ["column_input_grad(", "column_input_grad("]),
+    ("src/model/block.cpp", "const void* column_input_grad(", ["tp.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [
         "pc_.embed.all_reduce(", "pc_.dp.all_reduce(", "reduce_to_owners(", "sum_squares(",
         "pc_.world.all_reduce("]),

@@ -56,6 +56,8 @@ struct ParallelConfig {
   bool strict_topology = false;   // a TP group spanning nodes: false warns, true is an error
   bool overlap = false;           // start DP reductions, ZeRO-3 gathers and pipeline receives
                                   // early and wait where needed (docs/overlap.md)
+  bool sequence_parallel = false;  // with tp > 1: norms and residuals on N/tp token rows per TP
+                                   // rank, all-gather/reduce-scatter (docs/sequence-parallel.md)
 };
 
 struct TrainConfig {

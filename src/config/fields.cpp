@@ -40,6 +40,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(parallel, comm_timeout, Double),
       LOOM_FIELD(parallel, strict_topology, Bool),
       LOOM_FIELD(parallel, overlap, Bool),
+      LOOM_FIELD(parallel, sequence_parallel, Bool),
       LOOM_FIELD(train, global_batch_size, Int),
       LOOM_FIELD(train, steps, Int),
       LOOM_FIELD(train, seed, UInt64),

@@ -83,6 +83,16 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
       c.add(str("parallel.tp: ", p.tp, " does not divide the MLP width ", F,
                 m.ffn_hidden > 0 ? " (model.ffn_hidden)" : " (the default model.ffn_hidden)", fix));
   }
+  if (p.sequence_parallel && p.tp == 1)
+    c.add(
+        "parallel.sequence_parallel needs parallel.tp > 1; set parallel.tp > 1 or "
+        "parallel.sequence_parallel: false");
+  else if (p.sequence_parallel && p.micro_batch_size >= 1 && m.seq_len >= 1 &&
+           (long long)p.micro_batch_size * m.seq_len % p.tp != 0)
+    c.add(str("parallel.sequence_parallel: micro_batch_size=", p.micro_batch_size,
+              " x model.seq_len=", m.seq_len, " = ", (long long)p.micro_batch_size * m.seq_len,
+              " token rows do not split over tp=", p.tp,
+              "; choose micro_batch_size x seq_len divisible by tp"));
   if (m.n_layer > 0 && m.n_layer < p.pp)
     c.add(str("parallel.pp: ", p.pp, " is more than model.n_layer=", m.n_layer,
               " (each pipeline stage needs a layer); set pp <= ", m.n_layer));

@@ -7,34 +7,36 @@ namespace {
 // Lays out one BlockActs (the attention state in `shared_att` when given); returns its bytes.
 size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat& f, bool with_att,
                   float* shared_att) {
-  const size_t n = size_t(d.N()), e = f.act;
+  const size_t n = size_t(d.N()), ns = size_t(d.Ns()), e = f.act;
   Carver c(base, f.align);
-  a.ln1 = c.take(n * d.C * e);
-  a.ln1_mean = d.gated ? nullptr : c.floats(n);
-  a.ln1_rstd = c.floats(n);
+  a.ln1 = c.take(ns * d.C * e);
+  a.ln1_mean = d.gated ? nullptr : c.floats(ns);
+  a.ln1_rstd = c.floats(ns);
   a.qkv = c.take(n * d.QKVl() * e);
   a.att = with_att ? c.floats(f.att_saved) : shared_att;
   a.atty = c.take(n * d.Cl() * e);
-  a.res2 = c.take(n * d.C * e);
-  a.ln2 = c.take(n * d.C * e);
-  a.ln2_mean = d.gated ? nullptr : c.floats(n);
-  a.ln2_rstd = c.floats(n);
+  a.res2 = c.take(ns * d.C * e);
+  a.ln2 = c.take(ns * d.C * e);
+  a.ln2_mean = d.gated ? nullptr : c.floats(ns);
+  a.ln2_rstd = c.floats(ns);
   a.fch = c.take(n * d.FCl() * e);
   a.fchg = c.take(n * d.Hl() * e);
   return c.used();
 }
 
 size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActFormat& f) {
-  const size_t n = size_t(d.N()), e = f.act;
+  const size_t n = size_t(d.N()), ns = size_t(d.Ns()), e = f.act;
   Carver c(base, f.align);
   s.proj = c.take(n * d.C * e);
-  s.dres2 = c.take(n * d.C * e);
+  s.dres2 = c.take(ns * d.C * e);
   s.dln = c.take(n * d.C * e);
   s.dfchg = c.take(n * d.Hl() * e);
   s.dfch = c.take(n * d.FCl() * e);
   s.datty = c.take(n * d.Cl() * e);
   s.dqkv = c.take(n * d.QKVl() * e);
   s.datt = c.floats(f.att_scratch);
+  s.shard = d.sp ? c.take(ns * d.C * e) : nullptr;
+  s.normg = d.sp ? c.floats(4 * size_t(d.C)) : nullptr;
   const size_t table = d.gated ? size_t(d.T) * size_t(d.D() / 2) : 0;
   s.rope_cos = d.gated ? c.floats(table) : nullptr;
   s.rope_sin = d.gated ? c.floats(table) : nullptr;

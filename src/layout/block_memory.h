@@ -30,16 +30,17 @@ class Carver {
 
 // Activations of one layer for one micro-batch, kept from forward for backward. void*: the
 // backend's act dtype.
+// Ns rows: N, or this rank's N/tp rows with sequence parallelism (BlockDims::Ns()).
 struct BlockActs {
-  void* ln1;                   // (N, C)
-  float *ln1_mean, *ln1_rstd;  // (N), (N); no mean for RMSNorm (null)
+  void* ln1;                   // (Ns, C)
+  float *ln1_mean, *ln1_rstd;  // (Ns), (Ns); no mean for RMSNorm (null)
   void* qkv;                   // (N, QKVl) local heads: [q | k | v] (llama: q, k after RoPE)
   float* att;                  // attention state for backward: (B, NHl, T, T) probabilities on
                                // cpu, (B, NHl, T) log-sum-exp on cuda (Backend::attention_*)
   void* atty;                  // (N, Cl) attention output before the projection
-  void* res2;                  // (N, C) residual after attention
-  void* ln2;                   // (N, C)
-  float *ln2_mean, *ln2_rstd;  // (N), (N)
+  void* res2;                  // (Ns, C) residual after attention
+  void* ln2;                   // (Ns, C)
+  float *ln2_mean, *ln2_rstd;  // (Ns), (Ns)
   void* fch;                   // (N, FCl) mlp hidden before GELU (llama: [gate | up])
   void* fchg;                  // (N, Hl) after GELU (llama: silu(gate) * up)
 };
@@ -61,7 +62,9 @@ struct BlockDims {
   bool gated = false;  // llama: RMSNorm, RoPE, SwiGLU, no biases
   float eps = 1e-5f;   // RMSNorm epsilon (llama)
   float theta = 1e4f;  // RoPE base (llama)
+  bool sp = false;     // sequence parallel: norms and residuals on Ns() = N/tp rows of this rank
   int N() const { return B * T; }
+  int Ns() const { return sp ? N() / tp : N(); }  // rows of the norm/residual regions
   int Cl() const { return C / tp; }  // local attention width NH*D
   int D() const { return C / tp / NH; }
   int KV() const { return NKV > 0 ? NKV : NH; }
@@ -76,15 +79,19 @@ struct BlockDims {
 ActFormat act_format(const DeviceTraits& dev, const BlockDims& d);
 
 // Scratch shared by all layers and micro-batches (backward of one micro-batch at a time).
+// With sequence parallelism proj also holds the all-gathered norm output (forward, backward) and
+// dln's reduce-scatter goes to `shard`.
 struct BlockScratch {
-  void* proj;   // (N, C) partial projection before the all-reduce
-  void* dres2;  // (N, C)
+  void* proj;   // (N, C) partial projection before the all-reduce (reduce-scatter)
+  void* dres2;  // (Ns, C)
   void* dln;    // (N, C)
   void* dfchg;  // (N, Hl)
   void* dfch;   // (N, FCl)
   void* datty;  // (N, Cl)
   void* dqkv;   // (N, QKVl)
   float* datt;  // attention backward scratch (cpu: (B, NHl, T, T))
+  void* shard;  // (Ns, C) sequence parallel only: a reduce-scattered row shard (else null)
+  float* normg;  // (4, C) sequence parallel only: this rank's partial norm weight gradients
   float *rope_cos, *rope_sin;  // (T, D/2) each, llama only: RoPE tables, filled once
   static size_t bytes(const BlockDims& d, const ActFormat& f);
 };

@@ -95,7 +95,7 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
   const BlockDims& d = s.stage.dims;
   if (s.stage.last) r.logits = uint64_t(d.N()) * uint64_t(s.stage.vocab_local) * act;
   r.scratch = r.arenas.scratch_bytes - r.logits;
-  const uint64_t NC = uint64_t(d.N()) * uint64_t(d.C) * act;
+  const uint64_t NC = uint64_t(d.Ns()) * uint64_t(d.C) * act;  // (Ns, C) boundary tensors
   r.pipeline = uint64_t(r.sent_grads + r.recv_grads + r.send_directions * r.staged_sends) * NC;
   r.step_inputs = StepInputsLayout(s.microbatches, d.N()).bytes;
   return r;

@@ -5,8 +5,9 @@
 
 namespace loom {
 
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp) {
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp) {
   BlockDims d{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+  d.sp = sp && tp > 1;
   d.NKV = m.kv_heads() / tp;
   d.F = m.ffn();
   d.gated = m.llama();
@@ -54,7 +55,10 @@ RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
       overlap_(cfg.parallel.overlap),
       params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, virtual_stages_,
               cfg.parallel.stage_layers),
-      dims_(block_dims(cfg.model, micro_batch_, grid.tp)) {}
+      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel)) {
+  LOOM_CHECK(!dims_.sp || dims_.N() % grid.tp == 0, "sequence parallelism: ", dims_.N(),
+             " token rows per micro-batch do not split over tp=", grid.tp);
+}
 
 RunLayout::RunLayout(const Config& cfg, const Grid& grid, int rank)
     : RunLayout(cfg, GridDims{grid.size(Axis::DP), grid.size(Axis::PP), grid.size(Axis::TP)},

@@ -22,8 +22,8 @@ struct GridDims {
 };
 
 // One transformer block on one TP rank of a tp-way split, for micro-batches of micro_batch
-// sequences of model m.
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp);
+// sequences of model m; sp: sequence parallelism (norms and residuals on N/tp rows).
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp = false);
 
 class RunLayout {
  public:
@@ -56,6 +56,7 @@ class RunLayout {
   Recompute recompute() const { return recompute_; }
   int zero_stage() const { return zero_; }
   bool overlap() const { return overlap_; }
+  bool sequence_parallel() const { return dims_.sp; }  // parallel.sequence_parallel
   // The tied embedding lives on both the first and the last stage and is summed between them.
   bool tied_across_stages() const { return model_.tie_embeddings && grid_.pp > 1; }
 

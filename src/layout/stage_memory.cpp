@@ -59,7 +59,9 @@ StageArenas plan_stage_arenas(const StageShapeSpec& s, const DeviceTraits& dev) 
   const BlockDims& d = s.dims;
   StageArenas r;
   r.fmt = act_format(dev, d);
-  const size_t N = size_t(d.N()), C = size_t(d.C), L = size_t(s.layers), e = r.fmt.act;
+  // Ns: the rows of the stage's boundary tensors (N/tp of them with sequence parallelism).
+  const size_t N = size_t(d.N()), Ns = size_t(d.Ns()), C = size_t(d.C), L = size_t(s.layers);
+  const size_t e = r.fmt.act;
   // Kept per slot and layer: everything (none), everything but the attention probabilities
   // (selective), or nothing but the layer inputs (full). A device whose attention keeps only
   // row statistics (cuda) has nothing for selective to drop: it keeps them per layer.
@@ -71,12 +73,12 @@ StageArenas plan_stage_arenas(const StageShapeSpec& s, const DeviceTraits& dev) 
     for (int i = 0; i < chunks[c]; ++i) {
       StageArenas::Slot o;
       o.chunk = int(c);
-      for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts.reserve(N * C * e));
+      for (size_t l = 0; l <= L; ++l) o.xs.push_back(acts.reserve(Ns * C * e));
       if (r.per_layer)
         for (size_t l = 0; l < L; ++l)
           o.layers.push_back(acts.reserve(d.acts_bytes(r.fmt, r.keep_att)));
       if (s.first && c == 0) o.tokens = acts.reserve(N * 4);
-      if (s.last && c + 1 == chunks.size()) o.dfinal = acts.reserve(N * C * e);
+      if (s.last && c + 1 == chunks.size()) o.dfinal = acts.reserve(Ns * C * e);
       r.slots.push_back(o);
     }
   // Shared by every slot and layer: the attention probabilities (selective), or a whole layer's
@@ -84,15 +86,15 @@ StageArenas plan_stage_arenas(const StageShapeSpec& s, const DeviceTraits& dev) 
   if (r.per_layer && !r.keep_att) r.shared = acts.reserve(r.fmt.att_saved * 4);
   if (s.recompute == Recompute::Full) {
     r.shared = acts.reserve(d.acts_bytes(r.fmt, true));
-    r.rerun_out = acts.reserve(N * C * e);
+    r.rerun_out = acts.reserve(Ns * C * e);
   }
   r.acts_bytes = acts.size;
 
   // Scratch: the block backward's, two ping-pong gradients, and the head (last stage).
   ArenaCounter scratch;
   r.block_scratch = scratch.reserve(BlockScratch::bytes(d, r.fmt));
-  r.dgrad[0] = scratch.reserve(N * C * e);
-  r.dgrad[1] = scratch.reserve(N * C * e);
+  r.dgrad[0] = scratch.reserve(Ns * C * e);
+  r.dgrad[1] = scratch.reserve(Ns * C * e);
   if (s.last) {
     HeadScratch h;
     r.head = scratch.reserve(carve_head(h, nullptr, d.N(), d.C, s.vocab_local, r.fmt, dev));

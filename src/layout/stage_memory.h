@@ -55,17 +55,17 @@ struct StageShapeSpec {
 struct StageArenas {
   struct Slot {  // the slots of chunk 0, then of chunk 1, ...
     int chunk = 0;
-    std::vector<size_t> xs;      // L+1 (N, C): layer inputs and the chunk output
+    std::vector<size_t> xs;      // L+1 (Ns, C): layer inputs and the chunk output
     std::vector<size_t> layers;  // L BlockActs (none under full recompute)
     size_t tokens = 0;           // (N) int32, first stage's chunk 0
-    size_t dfinal = 0;           // (N, C), last stage's last chunk: gradient of its output
+    size_t dfinal = 0;           // (Ns, C), last stage's last chunk: gradient of its output
   };
   ActFormat fmt;
   bool per_layer = true;  // each slot keeps each layer's BlockActs (recompute != full)
   bool keep_att = true;   // ... with its attention state (else one shared copy, recomputed)
   std::vector<Slot> slots;
   size_t shared = 0;     // the recomputed attention state (selective) or a layer's acts (full)
-  size_t rerun_out = 0;  // (N, C) full recompute: the re-run layer's output
+  size_t rerun_out = 0;  // (Ns, C) full recompute: the re-run layer's output
   size_t acts_bytes = 0;
   size_t block_scratch = 0, dgrad[2] = {0, 0}, head = 0;
   size_t scratch_bytes = 0;

@@ -1,5 +1,7 @@
 // One pre-norm transformer block with Megatron tensor parallelism: column-parallel qkv and
-// mlp.c_fc, row-parallel attn.c_proj and mlp.c_proj, all-reduces at the conjugate f/g points.
+// mlp.c_fc, row-parallel attn.c_proj and mlp.c_proj, all-reduces at the conjugate f/g points;
+// with sequence parallelism (BlockDims::sp) the norms and residuals run on this rank's Ns rows
+// and all-gathers/reduce-scatters replace the all-reduces (docs/sequence-parallel.md).
 // GPT-2 (LayerNorm, GELU, biases) or Llama (RMSNorm, RoPE on q and k, grouped-query attention,
 // SwiGLU, no biases), as BlockDims::gated says. Runs on any Backend: activations in its act
 // dtype, statistics and weight gradients in fp32.
@@ -20,7 +22,7 @@ struct BlockTensors {
 using BlockWeights = BlockTensors<const void*>;
 using BlockGrads = BlockTensors<float*>;
 
-// The block's normalization (LayerNorm, or RMSNorm when d.gated) of x (N, C): out (N, C), its
+// The block's normalization (LayerNorm, or RMSNorm when d.gated) of x (Ns, C): out (Ns, C), its
 // statistics (mean unused by RMSNorm). The backward accumulates into dinp, dw and db (b, db null
 // for RMSNorm).
 void norm_forward(Backend& be, void* out, float* mean, float* rstd, const void* x, const void* w,
@@ -31,11 +33,12 @@ void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* do
 // The RoPE tables of dims d into s (cos, sin (T, D/2)); once, before any llama forward.
 void fill_rope_tables(Backend& be, const BlockScratch& s, const BlockDims& d);
 
-// out (N, C) = block(x (N, C)); fills acts. `out` may not alias x.
+// out (Ns, C) = block(x (Ns, C)) (Ns = N without sequence parallelism); fills acts. `out` may
+// not alias x.
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
                    const BlockScratch& s, const BlockDims& d, Comm& tp);
 
-// dx (N, C) = gradient w.r.t. x given dout (N, C); accumulates weight gradients into g.
+// dx (Ns, C) = gradient w.r.t. x given dout (Ns, C); accumulates weight gradients into g.
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,
                     const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
                     const BlockDims& d, Comm& tp);

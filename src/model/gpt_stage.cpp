@@ -155,9 +155,15 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     be_.copy(s.tokens, tokens, size_t(N) * sizeof(int32_t));  // kept for the backward
     // Position embeddings (gpt2) are added by one TP rank so the all-reduce counts them once.
     const void* wpe = layout_.tp_rank() == 0 && !m_.llama() ? cw("wpe.weight") : nullptr;
-    be_.embedding_forward(s.xs[0], s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
+    // Vocab-parallel partial sums (N, C), all-reduced, or reduce-scattered into this rank's
+    // (Ns, C) rows with sequence parallelism.
+    void* emb = dims_.sp ? bs_.proj : s.xs[0];
+    be_.embedding_forward(emb, s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
                           layout_.vocab_local());
-    pc_.tp.all_reduce(s.xs[0], size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
+    if (dims_.sp)
+      pc_.tp.reduce_scatter(emb, s.xs[0], size_t(dims_.Ns()) * C, be_.act_dtype());
+    else
+      pc_.tp.all_reduce(emb, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
   }
   for (int l = 0; l < L; ++l) {
     gather(first + l);
@@ -185,8 +191,12 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   const ParamSpec* lnb = layout_.find("ln_f.bias");  // none on llama
   const ParamSpec& head = layout_.get(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
   const void* W = cw(head);  // (Vl, C)
-  norm_forward(be_, head_.lnf, head_.lnf_mean, head_.lnf_rstd, x, cw(lnw), lnb ? cw(*lnb) : nullptr,
-               dims_);
+  // With sequence parallelism the final norm runs on this rank's (Ns, C) rows and its output is
+  // all-gathered for the classifier, which sees every row as without it (the same loss).
+  const size_t NsC = size_t(dims_.Ns()) * C;
+  norm_forward(be_, dims_.sp ? bs_.shard : head_.lnf, head_.lnf_mean, head_.lnf_rstd, x, cw(lnw),
+               lnb ? cw(*lnb) : nullptr, dims_);
+  if (dims_.sp) pc_.tp.all_gather(bs_.shard, head_.lnf, NsC, be_.act_dtype());
   // Logits (N, Vl) and this shard's softmax statistics.
   be_.classifier_forward(head_.logits, targets ? head_.maxv : nullptr,
                          targets ? head_.sums : nullptr, targets ? head_.cls_work : nullptr,
@@ -205,10 +215,23 @@ void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
   // Backward through the classifier right away: only dlnf is kept, never the logits.
   be_.classifier_backward(head_.dlnf, hooks_.where(head), head_.logits, head_.maxv, head_.sums,
                           targets, dloss, head_.lnf, W, N, C, Vl, vstart, V);
-  pc_.tp.all_reduce(head_.dlnf, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
-  be_.zero(s.dfinal, size_t(N) * C * fmt_.act);
-  norm_backward(be_, s.dfinal, hooks_.where(lnw), lnb ? hooks_.where(*lnb) : nullptr, head_.dlnf, x,
-                cw(lnw), head_.lnf_mean, head_.lnf_rstd, dims_);
+  be_.zero(s.dfinal, NsC * fmt_.act);
+  if (!dims_.sp) {
+    pc_.tp.all_reduce(head_.dlnf, size_t(N) * C, be_.act_dtype(), ReduceOp::Sum);
+    norm_backward(be_, s.dfinal, hooks_.where(lnw), lnb ? hooks_.where(*lnb) : nullptr, head_.dlnf,
+                  x, cw(lnw), head_.lnf_mean, head_.lnf_rstd, dims_);
+    return;
+  }
+  // Sequence parallel: this rank's rows of the gradient, and partial norm weight gradients
+  // summed over TP before they are accumulated (as in block_backward).
+  pc_.tp.reduce_scatter(head_.dlnf, bs_.shard, NsC, be_.act_dtype());
+  const size_t nn = lnb ? 2 : 1, Cs = size_t(C);
+  be_.zero(bs_.normg, nn * Cs * sizeof(float));
+  norm_backward(be_, s.dfinal, bs_.normg, lnb ? bs_.normg + Cs : nullptr, bs_.shard, x, cw(lnw),
+                head_.lnf_mean, head_.lnf_rstd, dims_);
+  pc_.tp.all_reduce(bs_.normg, nn * Cs, ReduceOp::Sum);
+  be_.add_inplace(hooks_.where(lnw), bs_.normg, Cs);
+  if (lnb) be_.add_inplace(hooks_.where(*lnb), bs_.normg + Cs, Cs);
 }
 
 double GPTStage::loss_sum() const {
@@ -258,6 +281,10 @@ void GPTStage::backward(int chunk, int slot, const void* dout, void* dinput, boo
     poll();
   }
   if (embeds(chunk)) {
+    if (dims_.sp) {  // every row's gradient: the reduce-scatter's backward
+      pc_.tp.all_gather(dcur, bs_.proj, size_t(dims_.Ns()) * dims_.C, be_.act_dtype());
+      dcur = bs_.proj;
+    }
     float* dwpe = m_.llama() ? nullptr : grad("wpe.weight");
     be_.embedding_backward(grad("wte.weight"), dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
                            layout_.vocab_start(), layout_.vocab_local());

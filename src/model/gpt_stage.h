@@ -64,6 +64,9 @@ class GPTStage {
   float* grads() { return static_cast<float*>(grads_buf_.data()); }     // default placement only
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
+  // Elements of the stage input/output and of their gradients (act dtype): (Ns, C), this rank's
+  // rows with sequence parallelism, else (N, C).
+  size_t boundary_elems() const { return size_t(dims_.Ns()) * size_t(dims_.C); }
   size_t activation_bytes() const { return acts_.bytes() + scratch_.bytes(); }
   size_t param_bytes() const { return params_buf_.bytes(); }
   size_t grad_bytes() const { return grads_buf_.bytes(); }         // 0 with custom placement
@@ -72,10 +75,10 @@ class GPTStage {
   // optimizer step); nothing to do when the kernels read the fp32 parameters themselves.
   void refresh_compute_weights();
 
-  // (N, C) input of chunk `chunk` for `slot` (act dtype): filled by the caller before forward
-  // on all but the model's first chunk.
+  // (Ns, C) input of chunk `chunk` for `slot` (act dtype; boundary_elems()): filled by the
+  // caller before forward on all but the model's first chunk.
   void* input(int chunk, int slot) { return slot_of(chunk, slot).xs.front(); }
-  // (N, C) output of the chunk for `slot` after forward (all but the model's last chunk).
+  // (Ns, C) output of the chunk for `slot` after forward (all but the model's last chunk).
   void* output(int chunk, int slot) { return slot_of(chunk, slot).xs.back(); }
   void* input(int slot) { return input(0, slot); }  // one chunk per stage
   void* output(int slot) { return output(0, slot); }
@@ -99,8 +102,8 @@ class GPTStage {
   // dloss == 0).
   void logits_to_host(float* out) const;
 
-  // Backward of one micro-batch. dout (N, C) is the gradient of the stage output (ignored on
-  // the last stage, which kept its own). dinput (N, C) receives the gradient of the stage input
+  // Backward of one micro-batch. dout (Ns, C) is the gradient of the stage output (ignored on
+  // the last stage, which kept its own). dinput (Ns, C) receives the gradient of the stage input
   // (stages > 0; nullptr on the first stage, which back-propagates into the embeddings). Both in
   // the act dtype on the backend's device.
   // last: this is the step's last micro-batch (passed on to the gradient hooks).
@@ -124,10 +127,10 @@ class GPTStage {
 
  private:
   struct Slot {
-    std::vector<void*> xs;          // L+1 (N, C): input of layer l, xs[L] the stage output
+    std::vector<void*> xs;          // L+1 (Ns, C): input of layer l, xs[L] the stage output
     std::vector<BlockActs> layers;  // L
     int32_t* tokens = nullptr;      // (N) first stage, for the embedding backward
-    void* dfinal = nullptr;         // (N, C) last stage: gradient of xs[L]
+    void* dfinal = nullptr;         // (Ns, C) last stage: gradient of xs[L]
   };
   Slot& slot_of(int chunk, int slot);
   BlockWeights weights_at(int layer) const;
@@ -161,7 +164,7 @@ class GPTStage {
   GradHooks hooks_;
   ParamHooks phooks_;
   std::function<void()> progress_;
-  void* recompute_out_ = nullptr;  // (N, C) full recompute: the re-run layer's output
+  void* recompute_out_ = nullptr;  // (Ns, C) full recompute: the re-run layer's output
   Buffer params_buf_, grads_buf_;
   Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)
   std::vector<BlockWeights> w_;
@@ -171,7 +174,7 @@ class GPTStage {
   std::vector<int> chunk_slot0_;  // index in slots_ of each chunk's first slot, then the total
   BlockScratch bs_;
   HeadScratch head_;                    // last stage
-  void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (N, C), act dtype
+  void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (Ns, C), act dtype
   Buffer loss_acc_;                     // (1) double: summed per-token loss
 };
 

@@ -149,6 +149,28 @@ void Comm::all_gather(const float* send, float* recv, size_t n) {
   bytes_ += n * sizeof(float);
 }
 
+void Comm::reduce_scatter(const void* send, void* recv, size_t n, DType t) {
+  if (on_device()) {
+    Blocked blocked(*this, "reduce_scatter");
+    dev_->reduce_scatter(send, recv, n, t);
+    bytes_ += n * size_t(size_) * dtype_size(t);
+    return;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host reduce_scatter of ", dtype_name(t));
+  reduce_scatter(static_cast<const float*>(send), static_cast<float*>(recv), n);
+}
+
+void Comm::all_gather(const void* send, void* recv, size_t n, DType t) {
+  if (on_device()) {
+    Blocked blocked(*this, "all_gather");
+    dev_->all_gather(send, recv, n, t);
+    bytes_ += n * dtype_size(t);
+    return;
+  }
+  LOOM_CHECK(t == DType::F32, "comm '", name_, "': host all_gather of ", dtype_name(t));
+  all_gather(static_cast<const float*>(send), static_cast<float*>(recv), n);
+}
+
 void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                        const std::vector<int>& displs) {
   LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");

@@ -95,6 +95,9 @@ class Comm {
   void reduce_scatter(const float* send, float* recv, size_t n);
   // recv (size()*n) = concatenation of every rank's send (n).
   void all_gather(const float* send, float* recv, size_t n);
+  // The same two on buffers of dtype t (act-dtype activations): host buffers must be fp32.
+  void reduce_scatter(const void* send, void* recv, size_t n, DType t);
+  void all_gather(const void* send, void* recv, size_t n, DType t);
   // recv = concatenation of every rank's send, rank r contributing counts[r] elements placed
   // at displs[r] (counts may be 0).
   void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,

@@ -41,7 +41,7 @@ PipelineExecutor::PipelineExecutor(GPTStage& stage, ParallelCtx& pc, const RunLa
   const bool recv_grads = global(chunks_ - 1) < G - 1 || chunks_ > 1;
   LOOM_CHECK(mem.recv_grads == (recv_grads ? (overlap_ ? 2 : 1) : 0) && mem.sent_grads == sent,
              "memory model and executor disagree on the pipeline buffers");
-  const size_t NC = size_t(stage.tokens_per_micro_batch()) * size_t(stage.d_model());
+  const size_t NC = stage.boundary_elems();
   const Backend& be = stage.backend();
   act_dtype_ = be.act_dtype();
   act_bytes_ = NC * be.act_size();
@@ -82,7 +82,7 @@ void* PipelineExecutor::dout(int backwards) {
 }
 
 CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   const int tag = global(a.chunk) * microbatches_ + a.mb;
   if (a.op == PipeOp::Forward)
     return pc_.pp.start_recv(stage_.input(a.chunk, slot(a)), NC, act_dtype_,
@@ -108,7 +108,7 @@ void PipelineExecutor::progress() { pc_.pp.test(early_); }
 // the other one held by action i at most.
 void PipelineExecutor::run(const StepTokens& in, float dloss) {
   passes_.clear();
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   const int prev = (stage_idx_ + pp_ - 1) % pp_, next = (stage_idx_ + 1) % pp_;
   const int G = pp_ * chunks_;
   std::vector<int> chunk_backwards(size_t(chunks_), 0);
@@ -166,7 +166,7 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
 // Every micro-batch through every chunk in order (chunk 0 of all stages, then chunk 1, ...):
 // each stage's receives come in the order its predecessor sends.
 void PipelineExecutor::run_forward(const StepTokens& in) {
-  const size_t NC = size_t(stage_.tokens_per_micro_batch()) * size_t(stage_.d_model());
+  const size_t NC = stage_.boundary_elems();
   const int prev = (stage_idx_ + pp_ - 1) % pp_, next = (stage_idx_ + 1) % pp_;
   const int G = pp_ * chunks_;
   for (int mb = 0; mb < microbatches_; ++mb)

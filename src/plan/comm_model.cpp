@@ -11,7 +11,35 @@ namespace loom::plan {
 
 namespace {
 constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce bucket (elements)
+
+// TP traffic with sequence parallelism over m micro-batches, as Comm counts it: a reduce-scatter
+// its whole (N, C) input, an all-gather its own (N/tp, C) rows. Per layer forward 2 all-gathers
+// and 2 reduce-scatters (a full recompute repeats them); backward 4 all-gathers (the output
+// gradients and the re-gathered norm outputs), 2 reduce-scatters and the norm weight gradients'
+// fp32 all-reduce. First stage: the embedding's reduce-scatter and its gradient's all-gather;
+// last stage: the final norm's all-gather, its gradient's reduce-scatter and weight gradients,
+// and the softmax statistics. The time model charges what the all-reduces cost without SP (an
+// all-gather plus a reduce-scatter move what one all-reduce does) plus the backward re-gathers
+// (each half an all-reduce of (N, C)): `ar_bytes` and L (N, C) per micro-batch.
+AxisTraffic sequence_parallel_tp(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                                 uint64_t m, uint64_t ar_bytes) {
+  const uint64_t L = uint64_t(sh.num_layers), C = uint64_t(pm.model.d_model);
+  const uint64_t N = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len);
+  const uint64_t NC = N * C * uint64_t(pm.prec.act), NsC = NC / uint64_t(c.tp);
+  const uint64_t norms = pm.model.llama() ? 1 : 2;  // weight (and bias) per norm
+  uint64_t fwd = 2 * NC + 2 * NsC;
+  if (c.recompute == Recompute::Full) fwd *= 2;
+  uint64_t mb = L * (fwd + 2 * NC + 4 * NsC + 2 * norms * C * 4);
+  int64_t calls = int64_t(L) * (c.recompute == Recompute::Full ? 15 : 11);
+  if (sh.first) mb += NC + NsC, calls += 2;
+  if (sh.last) mb += NsC + NC + norms * C * 4 + 3 * N * 4, calls += 5;
+  AxisTraffic t;
+  t.bytes = m * mb;
+  t.calls = int64_t(m) * calls;
+  t.time_bytes = ar_bytes + m * L * NC;
+  return t;
 }
+}  // namespace
 
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, int dp_rank) {
@@ -30,12 +58,14 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     if (c.recompute == Recompute::Full) big += 2 * L;
     v.tp.bytes = m * (big * NC + (sh.last ? 3 * N * 4 : 0));
     v.tp.calls = int64_t(m * (big + (sh.last ? 2 : 0)));
+    if (c.sp) v.tp = sequence_parallel_tp(pm, c, sh, m, v.tp.bytes);
   }
   if (c.pp > 1) {
     // Per micro-batch and chunk: the chunk output forward (all but the model's last chunk) and
-    // the input's gradient backward (all but the first).
+    // the input's gradient backward (all but the first); (N/tp, C) rows each with sequence
+    // parallelism.
     const uint64_t sends = 2 * uint64_t(sh.chunks) - (sh.last ? 1 : 0) - (sh.first ? 1 : 0);
-    v.pp.bytes = m * sends * NC;
+    v.pp.bytes = m * sends * (c.sp ? NC / uint64_t(c.tp) : NC);
     v.pp.calls = int64_t(m * sends);
   }
   const bool tied = sh.tied_across_stages && sh.wte > 0;

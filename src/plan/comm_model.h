@@ -10,6 +10,9 @@ namespace loom::plan {
 struct AxisTraffic {
   uint64_t bytes = 0;  // payload as Comm::bytes_sent() counts it
   int64_t calls = 0;   // collective / p2p calls (approximate for ZeRO-2's per-owner reduces)
+  // The all-reduce bytes the time model charges, when they differ from `bytes` (sequence
+  // parallelism: Comm counts an all-gather's own share only); 0: bytes.
+  uint64_t time_bytes = 0;
 };
 
 // One rank of `stage` (DP rank `dp_rank`: ZeRO 3 gathers depend on its shard) over one

@@ -15,12 +15,14 @@ namespace loom::plan {
 using ::loom::Recompute;  // none | selective | full (layout/stage_memory.h)
 using ::loom::recompute_name;
 
-// One point of the search: the 3D grid, the micro-batch size, the ZeRO stage, recomputation.
+// One point of the search: the 3D grid, the micro-batch size, the ZeRO stage, recomputation,
+// sequence parallelism.
 struct Candidate {
   int dp = 1, pp = 1, tp = 1;
   int micro_batch = 1;
   int zero = 0;
   Recompute recompute = Recompute::None;
+  bool sp = false;  // parallel.sequence_parallel (tp > 1 only)
   int world() const { return dp * pp * tp; }
 };
 

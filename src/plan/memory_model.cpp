@@ -11,7 +11,8 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
                    const std::vector<int>& slots, int dp_rank, int microbatches = 1) {
   MemorySpec s;
   s.params = sh;
-  s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp), slots, c.recompute);
+  s.stage =
+      stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp, c.sp), slots, c.recompute);
   s.dp = c.dp;
   s.dp_rank = dp_rank;
   s.zero = c.zero;

@@ -132,10 +132,14 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
         const int m = pm.global_batch / (g.dp * mb);
         if (m % pp != 0 && pm.chunks(pp) > 1) continue;  // interleaving: groups of pp
         for (int zero = 0; zero <= (g.dp > 1 ? 3 : 0); ++zero) {
-          for (Recompute rc : modes) {
+          for (int v = 0; v < 3 * 2; ++v) {
+            // Sequence parallelism too where tp > 1 and the micro-batch's rows split over tp.
+            const Recompute rc = modes[v / 2];
+            const bool sp = v % 2 == 1;
+            if (sp && (tp == 1 || int64_t(mb) * pm.model.seq_len % tp != 0)) continue;
             PlanEntry e;
             e.c = g;
-            e.c.micro_batch = mb, e.c.zero = zero, e.c.recompute = rc;
+            e.c.micro_batch = mb, e.c.zero = zero, e.c.recompute = rc, e.c.sp = sp;
             e.microbatches = m;
             ++plan.evaluated;
             bool exact_comm = true;

@@ -20,8 +20,9 @@ std::string layout_text(const PlanEntry& e) {
   if (e.grid_only)
     std::snprintf(b, sizeof b, "dp %d pp %d tp %d", e.c.dp, e.c.pp, e.c.tp);
   else
-    std::snprintf(b, sizeof b, "dp %d pp %d tp %d mb %d zero %d recompute %s", e.c.dp, e.c.pp,
-                  e.c.tp, e.c.micro_batch, e.c.zero, recompute_name(e.c.recompute));
+    std::snprintf(b, sizeof b, "dp %d pp %d tp %d mb %d zero %d recompute %s%s", e.c.dp, e.c.pp,
+                  e.c.tp, e.c.micro_batch, e.c.zero, recompute_name(e.c.recompute),
+                  e.c.sp ? " sp" : "");
   return b;
 }
 
@@ -71,28 +72,30 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
   if (!p.valid.empty()) {
     line("");
     line(
-        "  #   dp  pp  tp   mb     m zero recompute  mem/GPU GiB   step s   tokens/s    MFU  "
+        "  #   dp  pp  tp   mb     m zero recompute(sp)  mem/GPU GiB   step s   tokens/s    MFU  "
         "compute bubble   comm");
-    // The best micro-batch of each (dp, pp, tp, zero, recompute): the rest differ only in it.
+    // The best micro-batch of each (dp, pp, tp, zero, recompute, sp): the rest differ only in it.
     char b[256];
-    std::set<std::tuple<int, int, int, int, int>> shown;
+    std::set<std::tuple<int, int, int, int, int, bool>> shown;
     int n = 0;
     for (size_t i = 0; i < p.valid.size() && n < o.top; ++i) {
       const PlanEntry& e = p.valid[i];
-      if (!shown.insert({e.c.dp, e.c.pp, e.c.tp, e.c.zero, int(e.c.recompute)}).second) continue;
+      if (!shown.insert({e.c.dp, e.c.pp, e.c.tp, e.c.zero, int(e.c.recompute), e.c.sp}).second)
+        continue;
       ++n;
       const StepTime& t = e.time;
       const double comm = t.tp + t.pp + t.dp + t.embed + t.world;
+      const std::string rc = std::string(recompute_name(e.c.recompute)) + (e.c.sp ? "+sp" : "");
       std::snprintf(b, sizeof b,
-                    "%3d %4d %3d %3d %4d %5d %4d %-9s %8.2f%s %9.4g %10.4g %5.1f%% %6.1f%% %5.1f%% "
-                    "%5.1f%%",
+                    "%3d %4d %3d %3d %4d %5d %4d %-13s %8.2f%s %9.4g %10.4g %5.1f%% %6.1f%% "
+                    "%5.1f%% %5.1f%%",
                     int(i) + 1, e.c.dp, e.c.pp, e.c.tp, e.c.micro_batch, e.microbatches, e.c.zero,
-                    recompute_name(e.c.recompute), gib(double(e.memory.total())),
-                    e.estimate ? "~" : " ", t.total, t.tokens_per_s, 100 * t.mfu,
-                    100 * t.compute / t.total, 100 * t.bubble / t.total, 100 * comm / t.total);
+                    rc.c_str(), gib(double(e.memory.total())), e.estimate ? "~" : " ", t.total,
+                    t.tokens_per_s, 100 * t.mfu, 100 * t.compute / t.total,
+                    100 * t.bubble / t.total, 100 * comm / t.total);
       line(b);
     }
-    line(str("  (best micro-batch of each dp/pp/tp/zero/recompute shown; all ", p.valid.size(),
+    line(str("  (best micro-batch of each dp/pp/tp/zero/recompute/sp shown; all ", p.valid.size(),
              " with --json)"));
     const PlanEntry& best = p.valid.front();
     const MemoryEstimate& m = best.memory;
@@ -152,6 +155,7 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["microbatches"] = e.microbatches;
     j["zero"] = e.c.zero;
     j["recompute"] = recompute_name(e.c.recompute);
+    j["sequence_parallel"] = e.c.sp;
     j["estimate"] = e.estimate;
     const MemoryEstimate& m = e.memory;
     j["memory"] = {{"stage", e.memory_stage},  {"params", m.params},

@@ -41,7 +41,8 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
     const double flops = stage_flops_per_micro_batch(pm, c, sh);
     const double comp = flops / rate;
     const CommVolume v = step_comm_volume(pm, c, sh, microbatches);
-    const double tp = all_reduce_s(place.tp, double(v.tp.bytes) / m, int64_t(v.tp.calls / m));
+    const uint64_t tp_bytes = v.tp.time_bytes ? v.tp.time_bytes : v.tp.bytes;
+    const double tp = all_reduce_s(place.tp, double(tp_bytes) / m, int64_t(v.tp.calls / m));
     const double pp = p2p_s(place.pp, double(v.pp.bytes) / m, int64_t(v.pp.calls / m));
 
     // DP work inside each micro-batch (ZeRO 2 reduces, ZeRO 3 gathers) and after the pipeline.

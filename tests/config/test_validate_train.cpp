@@ -1,4 +1,5 @@
-// validate() on the tokenizer kinds and on train.cuda_graph: one clear line per mistake.
+// validate() on the tokenizer kinds, train.cuda_graph and parallel.sequence_parallel: one clear
+// line per mistake.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,4 +49,26 @@ TEST(ConfigValidate, CudaGraph) {
     dynamic |= e.find("dynamic loss scaling") != std::string::npos;
   }
   EXPECT_TRUE(ranks && dynamic) << ::testing::PrintToString(errs);
+}
+
+TEST(ConfigValidate, SequenceParallelNeedsTensorParallelAndSplitRows) {
+  Config c = base();
+  c.parallel.sequence_parallel = true;
+  EXPECT_TRUE(reports(c, 1, {"parallel.sequence_parallel needs parallel.tp > 1"}));
+  EXPECT_EQ(loom::validate(c, 1).size(), 1u);
+  c.parallel.tp = 2;
+  EXPECT_TRUE(loom::validate(c, 2).empty());
+  // 1 x 30 token rows do not split over tp 4.
+  c.parallel.tp = 4;
+  c.model.seq_len = 30;
+  EXPECT_TRUE(reports(
+      c, 4, {"parallel.sequence_parallel: micro_batch_size=1 x model.seq_len=30", "over tp=4"}));
+  c.parallel.micro_batch_size = 3;  // 90 rows: still not
+  c.train.global_batch_size = 9;
+  EXPECT_TRUE(reports(c, 4, {"= 90 token rows do not split over tp=4"}));
+  c.parallel.micro_batch_size = 2;  // 60 rows split
+  c.train.global_batch_size = 8;
+  EXPECT_TRUE(loom::validate(c, 4).empty());
+  c.model.seq_len = 32;
+  EXPECT_TRUE(loom::validate(c, 4).empty());
 }

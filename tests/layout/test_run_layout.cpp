@@ -137,6 +137,41 @@ TEST(RunLayout, VirtualStagesCountSlotsPerChunk) {
     }
 }
 
+// Sequence parallelism on the middle stage of pp 3 (one layer), tp 2, N = 16 rows, Ns = 8, C 32,
+// fp32: per slot the layer input and output shrink by (N - Ns) C 4 bytes each, and the layer's
+// kept activations by (N - Ns) (3 C 4 + s 4) bytes (ln1, res2, ln2 and the norms' s row
+// statistics: 4 for LayerNorm, 2 for RMSNorm); the scratch loses (N - Ns) C 4 of dres2 and of
+// each ping-pong gradient and gains an (Ns, C) shard and the (4, C) fp32 norm gradients; the
+// pipeline buffers carry (Ns, C). Every size here is a multiple of 64 bytes, so the arenas'
+// rounding adds nothing.
+TEST(RunLayout, SequenceParallelShrinksTheNormAndResidualActivations) {
+  for (const char* arch : {"gpt2", "llama"}) {
+    Config c = small(2, 3, 2, 12);
+    c.model.arch = arch;
+    if (c.model.llama()) c.model.n_kv_head = 2, c.model.ffn_hidden = 64;
+    Config s = c;
+    s.parallel.sequence_parallel = true;
+    SCOPED_TRACE(arch);
+    const RunLayout off(c, GridDims{2, 3, 2}, Coord{0, 1, 1}),
+        on(s, GridDims{2, 3, 2}, Coord{0, 1, 1});
+    EXPECT_FALSE(off.dims().sp);
+    EXPECT_TRUE(on.sequence_parallel());
+    const size_t N = 16, Ns = 8, C = 32, L = 1, stats = c.model.llama() ? 2 : 4;
+    EXPECT_EQ(size_t(on.dims().Ns()), Ns);
+    EXPECT_EQ(size_t(off.dims().Ns()), N);
+    const RankMemory a = off.memory(DeviceTraits{}), b = on.memory(DeviceTraits{});
+    const size_t slots = size_t(on.slots());
+    ASSERT_EQ(size_t(off.slots()), slots);
+    const size_t layer = (N - Ns) * (3 * C * 4 + stats * 4);
+    EXPECT_EQ(a.activations - b.activations, slots * ((L + 1) * (N - Ns) * C * 4 + L * layer));
+    EXPECT_EQ(int64_t(b.scratch) - int64_t(a.scratch),
+              -3 * int64_t((N - Ns) * C * 4) + int64_t(Ns * C * 4 + 4 * C * 4));
+    EXPECT_EQ(b.pipeline, uint64_t(b.sent_grads + b.recv_grads) * Ns * C * 4);
+    EXPECT_EQ(a.pipeline, 2 * b.pipeline);
+    EXPECT_EQ(b.grads, a.grads);  // parameters and gradients are unchanged
+  }
+}
+
 // The llama block's buffers: a q|k|v of (n_head + 2 n_kv_head) heads, [gate | up] of 2F, no
 // LayerNorm means, and the RoPE tables in the scratch.
 TEST(RunLayout, LlamaBlockShapes) {

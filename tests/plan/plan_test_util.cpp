@@ -48,6 +48,7 @@ plan::Candidate candidate_of(const Config& cfg) {
   c.micro_batch = cfg.parallel.micro_batch_size;
   c.zero = cfg.optimizer.zero_stage;
   c.recompute = parse_recompute(cfg.train.recompute);
+  c.sp = cfg.parallel.sequence_parallel;
   return c;
 }
 

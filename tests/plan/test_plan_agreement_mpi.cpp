@@ -20,6 +20,7 @@ struct Layout {
   bool odd = false;      // 3 layers, 3 heads, d_model 30: 37710 elements, not a multiple of dp 4
   bool overlap = false;  // parallel.overlap: second layer buffers, per-layer reductions
   int kv_heads = 0;      // > 0: a llama with this many kv heads (SwiGLU width 96)
+  bool sp = false;       // parallel.sequence_parallel
 };
 
 void check(const Layout& l) {
@@ -32,6 +33,7 @@ void check(const Layout& l) {
   c.model.tie_embeddings = l.tied;
   c.train.steps = 1;
   c.parallel.overlap = l.overlap;
+  c.parallel.sequence_parallel = l.sp;
   if (l.odd) c.model.n_layer = 3, c.model.n_head = 3, c.model.d_model = 30;
   if (l.kv_heads > 0) {
     c.model.arch = "llama";
@@ -47,8 +49,8 @@ void check(const Layout& l) {
 
   const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") +
                            (l.kv_heads > 0 ? " llama kv " + std::to_string(l.kv_heads) : "") +
-                           " stage " + std::to_string(got.stage) + " dp rank " +
-                           std::to_string(got.dp_rank);
+                           (l.sp ? " sp" : "") + " stage " + std::to_string(got.stage) +
+                           " dp rank " + std::to_string(got.dp_rank);
   const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
   const plan::Candidate cand = test::candidate_of(c);
   const auto shapes = plan::stage_shapes(c.model, l.tp, l.pp);
@@ -150,6 +152,21 @@ TEST(PlanAgreement, Llama) {
   check(llama({2, 2, 1, 2, 2}, 2));
   check(llama({1, 2, 2, 1, 0, "gpipe"}, 2, false));
   check(llama({4, 1, 1, 1, 1}, 1, false));  // one kv head for all 4 query heads
+}
+
+// Sequence parallelism: (Ns, C) activations and pipeline buffers; all-gathers counted by their
+// own rows, reduce-scatters by their whole input, the norm weight gradients' fp32 all-reduces.
+TEST(PlanAgreement, SequenceParallel) {
+  auto sp = [](Layout l) {
+    l.sp = true;
+    return l;
+  };
+  check(sp({1, 1, 4, 2, 0}));
+  check(sp({2, 1, 2, 2, 3}));
+  check(sp({1, 2, 2, 1, 0, "1f1b", "full"}));
+  check(sp({1, 2, 2, 2, 2, "gpipe", "selective", false}));
+  check(sp({1, 1, 2, 2, 0, "1f1b", "none", false, false, false, 2}));  // llama
+  check(sp({1, 2, 2, 1, 1, "gpipe", "full", false, false, false, 2}));
 }
 
 }  // namespace

@@ -36,14 +36,15 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
 
   // The count, independently: grids whose tp divides the heads and width, pp <= layers and dp
   // dividing the batch; per grid every micro-batch size dividing the DP batch, ZeRO 0-3 (0 when
-  // dp = 1), three recompute modes.
+  // dp = 1), three recompute modes, each with and without sequence parallelism when tp > 1 (the
+  // 2048 token rows of a sequence split over every tp here).
   int64_t grids = 0, layouts = 0;
   for (int tp : divisors(1024))
     for (int pp : divisors(1024 / tp)) {
       ++grids;
       const int dp = 1024 / (tp * pp);
       if (96 % tp || 12288 % tp || pp > 96 || 1536 % dp) continue;
-      layouts += int64_t(divisors(1536 / dp).size()) * (dp > 1 ? 4 : 1) * 3;
+      layouts += int64_t(divisors(1536 / dp).size()) * (dp > 1 ? 4 : 1) * 3 * (tp > 1 ? 2 : 1);
     }
   EXPECT_EQ(p.grids, grids);
   EXPECT_EQ(p.evaluated, layouts);
