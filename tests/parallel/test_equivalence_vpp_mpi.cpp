@@ -35,6 +35,7 @@ struct Layout {
   int zero = 0;
   const char* recompute = "none";
   bool overlap = false;
+  bool sp = false;  // parallel.sequence_parallel
 };
 
 void check_layout(const Layout& l, const Config& base, const std::string& what) {
@@ -43,6 +44,7 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   c.parallel.virtual_stages = l.v;
   c.parallel.micro_batch_size = l.micro;
   c.parallel.overlap = l.overlap;
+  c.parallel.sequence_parallel = l.sp;
   c.optimizer.zero_stage = l.zero;
   c.train.recompute = l.recompute;
   Config v = c;  // the layout rules (the synthetic samples need no data files)
@@ -62,7 +64,8 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   const std::string name = what + " dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
                            "(v" + std::to_string(l.v) + ")xtp" + std::to_string(l.tp) + " micro" +
                            std::to_string(l.micro) + " zero" + std::to_string(l.zero) +
-                           " recompute " + l.recompute + (l.overlap ? " overlap" : "");
+                           " recompute " + l.recompute + (l.overlap ? " overlap" : "") +
+                           (l.sp ? " sp" : "");
   test::expect_reorder_equal(got, *ref, c.model.d_model, name);
 }
 
@@ -96,6 +99,16 @@ TEST(VppEquivalence, Llama) {
   check_layout({1, 2, 1, 4, 1, 0, "selective"}, llama_config(8), "llama");
   check_layout({2, 2, 2, 2, 1, 3, "full", true}, llama_config(4), "llama");
   check_layout({2, 2, 2, 2, 1, 2}, llama_config(4), "llama");
+}
+
+// Interleaving with sequence parallelism: (N/tp, C) boundaries between every pair of chunks,
+// across the wrap from the last stage to the first too.
+TEST(VppEquivalence, WithSequenceParallel) {
+  for (int zero = 1; zero <= 3; ++zero)
+    check_layout({2, 2, 2, 2, 1, zero, "none", false, true}, gpt2_config(4), "gpt2");
+  check_layout({2, 2, 2, 2, 1, 1, "selective", false, true}, llama_config(4), "llama");
+  check_layout({2, 2, 2, 2, 1, 2, "full", false, true}, llama_config(4), "llama");
+  check_layout({1, 2, 4, 2, 1, 0, "none", false, true}, llama_config(4), "llama");
 }
 
 // Evaluation (forward only, every micro-batch through every chunk in order) of the initial
