@@ -317,9 +317,8 @@ Config convert(YAML::Node root, const std::vector<std::string>& overrides,
   for (const auto& o : overrides) overridden.insert(apply_override(root, o));
   Config cfg;
   Converter(source, overridden).convert_root(root, cfg);
-  // model.tie_embeddings defaults by family: GPT-2 ties its embeddings, Llama does not.
-  if (cfg.model.llama() && !(root["model"].IsMap() && root["model"]["tie_embeddings"].IsDefined()))
-    cfg.model.tie_embeddings = false;
+  if (cfg.model.llama() && !root["model"]["tie_embeddings"].IsDefined())  // llama: untied
+    cfg.model.tie_embeddings = false;  // unless the file or --set says otherwise
   cfg.source = source;
   return cfg;
 }
