@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/rng.h"
+#include "tests/support/mpi_test_env.h"
 
 namespace loom::test {
 
@@ -125,6 +126,28 @@ const RunResult& single_rank_run(const Config& base) {
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, run_layout(base, MPI_COMM_SELF)).first;
   return it->second;
+}
+
+std::optional<RunResult> expect_equals_single_rank(const Config& c, const Config& base,
+                                                   const std::string& name) {
+  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp, rank = world_rank();
+  Config v = c;  // the layout rules (the synthetic samples need no data files)
+  v.data.train = {{"synthetic", 1.0}};
+  v.model.vocab_size = std::max(v.model.vocab_size, 257);  // the byte tokenizer's minimum
+  const std::vector<std::string> problems = validate(v, size);
+  if (!problems.empty() || size > world_size()) {
+    ADD_FAILURE() << name << ": " << (problems.empty() ? "more ranks than the job" : problems[0]);
+    return std::nullopt;
+  }
+  const RunResult* ref = rank == 0 ? &single_rank_run(base) : nullptr;
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (rank >= size) return std::nullopt;
+  RunResult got = run_layout(c, sub);
+  MPI_Comm_free(&sub);
+  if (rank != 0) return std::nullopt;
+  expect_reorder_equal(got, *ref, c.model.d_model, name);
+  return got;
 }
 
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {

@@ -3,6 +3,7 @@
 // gathered canonical weights.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model);
 
 // The single-rank run of `base` (MPI_COMM_SELF), computed once per config and kept.
 const RunResult& single_rank_run(const Config& base);
+
+// Trains `c` (a layout of base's model) on the first dp*pp*tp ranks of MPI_COMM_WORLD after
+// checking it against validate()'s layout rules, and EXPECTs on rank 0 that it equals base's
+// single-rank run within the reorder class (expect_reorder_equal, `name` in its line). Returns
+// the run on rank 0, nothing on the other ranks or when the layout is invalid (a failure).
+std::optional<RunResult> expect_equals_single_rank(const Config& c, const Config& base,
+                                                   const std::string& name);
 
 // The largest |a_i - b_i| / |b_i| (loss curves).
 double max_rel(const std::vector<double>& a, const std::vector<double>& b);
