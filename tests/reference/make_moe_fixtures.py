@@ -243,6 +243,7 @@ def make_family_mode(arch, mode, out_dir, w32):
     print("step-0 CE %.12f (ln V = %.6f), aux %s, z %s, routing gap %.1e" % (
         base["ce"], math.log(cfg["vocab_size"]), base["aux"], base["z"], base["gap"]))
     chk.dense_check(init64, inputs[0], targets[0], base, cfg, names)
+    chk.uniform_router_check(init64, inputs[0], targets[0], cfg)
     print("finite differences of the objective (float64, central, h=1e-5):")
     fd = chk.finite_difference_check({n: t.clone() for n, t in init64.items()}, inputs[0],
                                  targets[0], base, cfg)

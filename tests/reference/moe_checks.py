@@ -124,3 +124,22 @@ def manual_adamw(init64, names, grads_of_step, clip, steps, opt):
             v2[k] = b2 * v2[k] + (1 - b2) * gk * gk
             p[k] -= lr * (m[k] / (1 - b1 ** s)) / (torch.sqrt(v2[k] / (1 - b2 ** s)) + eps)
     return p
+
+
+def uniform_router_check(p64, idx, tgt, cfg):
+    """A zero router: p = 1/E everywhere, so every token ties on every expert and picks experts
+    0..K-1 (ties to the lower index); aux = aux_coef per layer (docs/moe.md), z-loss =
+    z_coef * ln(E)^2; with capacity, expert j keeps the first `cap` tokens of each sequence."""
+    C, E, K, _, cap = ref.moe_dims(cfg)
+    q = {n: (torch.zeros_like(t) if n.endswith("mlp.router.weight") else t) for n, t in p64.items()}
+    T = cfg["seq_len"]
+    want_kept = (torch.arange(T) < cap) if cap > 0 else torch.ones(T, dtype=torch.bool)
+    for impl in ("sparse", "dense"):
+        r = ref.evaluate(q, idx, tgt, cfg, None, impl=impl, grads=False)
+        for a, z, rec in zip(r["aux"], r["z"], r["recs"]):
+            assert abs(a - cfg["aux_loss_coef"]) < 1e-15, (impl, a)
+            assert abs(z - cfg["z_loss_coef"] * math.log(E) ** 2) < 1e-15, (impl, z)
+            assert (rec["choices"] == torch.arange(K)).all(), impl + ": ties not to the lower index"
+            assert (rec["kept"] == want_kept[None, :, None]).all(), impl + ": uniform capacity"
+    print("zero router (all experts tie): choices 0..%d, aux = coef, z = coef ln(E)^2, kept: %s"
+          % (K - 1, "the first %d tokens" % cap if cap > 0 else "all"))
