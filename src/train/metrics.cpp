@@ -28,6 +28,7 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
     for (const auto& [k, v] : m.time_ms) t[k] = v;
     j["time"] = t;
   }
+  if (!m.moe.is_null()) j["moe"] = m.moe;
   return j;
 }
 

@@ -27,6 +27,8 @@ struct TrainMetrics {
   // dp_comm, cp_comm (with context parallelism only), other (norm/loss reductions and
   // everything else).
   std::vector<std::pair<std::string, double>> time_ms;
+  // Mixture of Experts only: "moe": {aux_loss, z_loss, tokens_per_expert, dropped}.
+  nlohmann::ordered_json moe;
 };
 // {"step","loss","lr","grad_norm","tokens","step_ms","tokens_per_s","mfu","mem_peak_bytes"}
 // in exactly this order.

@@ -169,6 +169,7 @@ void Trainer::log_step(const StepStats& s) {
   m.time_ms = s.time_ms;
   m.loss_scale = s.loss_scale;
   m.skipped = s.skipped;
+  if (cfg_.model.is_moe()) m.moe = moe_stats_json(moe_);
   metrics_.write(train_metrics_line(m));
   const double recent_ms = progress_.on_log(s.step, run_clock_.ms(), s.loss);
   StepLine l;
