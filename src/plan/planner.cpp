@@ -6,6 +6,8 @@
 #include <set>
 
 #include "core/check.h"
+#include "layout/block_memory.h"
+#include "layout/run_layout.h"
 
 namespace loom::plan {
 
@@ -192,6 +194,12 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
               // split over tp.
               const bool sp = r % 2 == 1;
               if (sp && (tp == 1 || int64_t(mb) * (pm.model.seq_len / cp) % tp != 0)) continue;
+              // Selective recompute only where attention keeps its probabilities (cpu without
+              // cp); elsewhere it keeps the log-sum-exp and selective is the same run as none.
+              if (modes[r / 2] == Recompute::Selective &&
+                  !attention_keeps_probabilities(pm.traits(),
+                                                 block_dims(pm.model, mb, tp, false, cp)))
+                continue;
               Candidate c = g;
               c.v = v, c.micro_batch = mb, c.recompute = modes[r / 2], c.sp = sp;
               std::vector<StageArenas> arenas;  // the same for every ZeRO stage

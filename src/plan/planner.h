@@ -56,8 +56,9 @@ struct Plan {
 // Every (tp, pp, cp) with tp*pp*cp dividing the cluster's devices (dp = devices / (tp*pp*cp);
 // cp as cp_searched allows), the virtual stages of virtual_stages_searched, every micro-batch
 // size dividing global_batch/dp, ZeRO 0-3 (only 0 when dp*cp = 1: nothing to shard), recompute
-// none/selective/full, each with and without sequence parallelism where tp > 1 and the rank's
-// micro_batch*seq_len/cp rows split over tp.
+// none/selective/full (selective only where attention keeps its probabilities: cpu without cp;
+// elsewhere it is the same run as none), each with and without sequence parallelism where
+// tp > 1 and the rank's micro_batch*seq_len/cp rows split over tp.
 Plan make_plan(const PlanModel& pm, const ClusterSpec& cl);
 
 // "" when some layout fits; else one line naming the short resource and by how much.

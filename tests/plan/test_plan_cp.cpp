@@ -69,15 +69,19 @@ TEST(PlanCp, SearchTakesCpWhereSeqLenSplitsIntoChunksOfTheMinimum) {
   pm.model.seq_len = 8, pm.min_cp_chunk = 1, pm.global_batch = 8;
   const Plan p = make_plan(pm, test::cpu_cluster());
   EXPECT_EQ(p.grids, 19);
-  bool cp4 = false, zero_over_cp = false;
+  bool cp4 = false, zero_over_cp = false, selective = false;
   for (const PlanEntry& e : p.valid) {
     EXPECT_EQ(e.c.world(), 8);
+    // Selective recompute only where the cpu attention keeps its probabilities: without cp.
+    if (e.c.recompute == Recompute::Selective) EXPECT_EQ(e.c.cp, 1);
+    selective = selective || e.c.recompute == Recompute::Selective;
     cp4 = cp4 || e.c.cp == 4;
     // dp 1 and cp > 1: the cp ranks share ZeRO's shards.
     zero_over_cp = zero_over_cp || (e.c.dp == 1 && e.c.cp > 1 && e.c.zero == 3);
   }
   EXPECT_TRUE(cp4);
   EXPECT_TRUE(zero_over_cp);
+  EXPECT_TRUE(selective);
 }
 
 // The ring's bytes by hand: tp 1, cp 2, micro-batches of 2 sequences of 8 / 2 = 4 tokens: the

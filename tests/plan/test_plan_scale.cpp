@@ -42,9 +42,10 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
   // The count, independently: cp up to 4 (2048 tokens in 2*cp chunks of at least 256); grids
   // whose tp divides the heads and width, pp <= layers and dp dividing the batch; per grid v = 1,
   // and with pp > 1 each v of 2..4 with 96 % (pp*v) == 0, every micro-batch size dividing the
-  // DP batch (for v > 1: m a multiple of pp), ZeRO 0-3 (0 when dp*cp = 1), three recompute
-  // modes, each with and without sequence parallelism when tp > 1 and the micro-batch's
-  // 2048/cp token rows split over tp.
+  // DP batch (for v > 1: m a multiple of pp), ZeRO 0-3 (0 when dp*cp = 1), recompute none and
+  // full (on cuda attention keeps no probabilities: selective would be none), each with and
+  // without sequence parallelism when tp > 1 and the micro-batch's 2048/cp token rows split
+  // over tp.
   int64_t grids = 0, layouts = 0;
   for (int tp : divisors(1024))
     for (int pp : divisors(1024 / tp))
@@ -58,7 +59,7 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
           for (int mb : divisors(1536 / dp)) {
             if (v > 1 && (1536 / (dp * mb)) % pp) continue;
             const bool sp = tp > 1 && int64_t(mb) * (2048 / cp) % tp == 0;
-            layouts += (dp * cp > 1 ? 4 : 1) * 3 * (sp ? 2 : 1);
+            layouts += (dp * cp > 1 ? 4 : 1) * 2 * (sp ? 2 : 1);
           }
         }
       }
