@@ -76,7 +76,9 @@ void check(const Layout& l) {
   EXPECT_EQ(got.tp, v.tp.bytes) << name << ": tp";
   EXPECT_EQ(got.pp, v.pp.bytes) << name << ": pp";
   EXPECT_EQ(got.cp, v.cp.bytes) << name << ": cp";
-  if (l.cp > 1) EXPECT_GT(got.cp, 0u) << name;  // the ring ran
+  if (l.cp > 1) {
+    EXPECT_GT(got.cp, 0u) << name;  // the ring ran
+  }
   EXPECT_EQ(got.dp, v.dp.bytes) << name << ": dp";
   EXPECT_EQ(got.embed, v.embed.bytes) << name << ": embed";
   EXPECT_EQ(got.world, v.world.bytes) << name << ": world";

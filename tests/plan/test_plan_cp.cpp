@@ -73,7 +73,9 @@ TEST(PlanCp, SearchTakesCpWhereSeqLenSplitsIntoChunksOfTheMinimum) {
   for (const PlanEntry& e : p.valid) {
     EXPECT_EQ(e.c.world(), 8);
     // Selective recompute only where the cpu attention keeps its probabilities: without cp.
-    if (e.c.recompute == Recompute::Selective) EXPECT_EQ(e.c.cp, 1);
+    if (e.c.recompute == Recompute::Selective) {
+      EXPECT_EQ(e.c.cp, 1);
+    }
     selective = selective || e.c.recompute == Recompute::Selective;
     cp4 = cp4 || e.c.cp == 4;
     // dp 1 and cp > 1: the cp ranks share ZeRO's shards.
