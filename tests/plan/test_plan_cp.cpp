@@ -182,7 +182,8 @@ TEST(PlanCp, RingTimeOverlapsOnlyTheBlocksOnCuda) {
 // Llama-3.2-1B at 32768 tokens, 4 sequences per step, on one 8 x H100 node in bf16: dp stops
 // at 4, and the other factor of 2 costs tp its (N, C) all-reduces (128 MiB each, four per block
 // and micro-batch, exposed), pp a bubble of (pp-1)/(m+pp-1) with one micro-batch per replica,
-// and cp only the ring's gradient sends (its [k | v] blocks hide behind the attention).
+// and cp only the ring's gradient sends (its [k | v] blocks hide behind the attention). The plan
+// counts the same attention FLOPs per token with and without cp (docs/plan.md, Time).
 TEST(PlanCp, LongSequencesPickContextParallelism) {
   const Plan p =
       plan_of("configs/llama3.2_1b.yaml", {"model.seq_len=32768", "train.global_batch_size=4"});
