@@ -187,7 +187,7 @@ void Trainer::log_step(const StepStats& s) {
 }
 
 void Trainer::run() {
-  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0);
+  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
   if (pc_.rank == 0 && !resumed_from_.empty()) {  // a restart shows in metrics.jsonl too
     nlohmann::ordered_json j;
     j["event"] = "resume";
