@@ -18,6 +18,7 @@
 #include "data_tools/tokenizer.h"
 #include "model/flops.h"
 #include "parallel/collective.h"
+#include "parallel/device_comms.h"
 #include "parallel/watchdog.h"
 #include "train/generate.h"
 #include "train/signals.h"
@@ -54,7 +55,9 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   std::vector<int> gpus;  // empty on cpu: the rank map shows "-"
 #ifdef LOOM_HAVE_NCCL
   if (cfg.device == "cuda") {
-    collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids()); });
+    // The host-staged testing mode (LOOM_DEVICE_COMM=host) lets ranks share a GPU.
+    const bool share = device_comm_kind() == DeviceCommKind::Host;
+    collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids(), share); });
     j.pc->gpu = gpus[size_t(j.pc->rank)];
   }
 #endif
@@ -69,12 +72,10 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   std::unique_ptr<Backend> backend;
   collectively(
       [&] { backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0)); });
-#ifdef LOOM_HAVE_NCCL
   if (backend->device() == Device::CUDA) {
-    info(backend->describe());
-    attach_nccl(*j.pc, backend->stream());
+    info(backend->describe(), ", device communicators: ", device_comm_name(device_comm_kind()));
+    attach_device_comms(*j.pc, *backend);
   }
-#endif
   collectively([&] {
     j.trainer = std::make_unique<Trainer>(cfg, *j.pc, SampleFn{}, SampleFn{}, std::move(backend));
   });
