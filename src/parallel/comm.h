@@ -22,7 +22,8 @@ enum class ReduceOp { Sum, Max };
 // the same peer, and device p2p (no tags) keeps one ordered lane per way (parallel/p2p_route.h).
 enum class Ring { Next, Prev };
 
-// Collectives and point-to-point transfers on device memory (NCCL; parallel/nccl_comm.h), over
+// Collectives and point-to-point transfers on device memory (NCCL, parallel/nccl_comm.h; or the
+// host-staged testing mode, parallel/host_staged_comm.h; see parallel/device_comms.h), over
 // the same ranks as the Comm they are attached to, enqueued on the cuda backend's stream. Counts
 // are elements of `t`. Attached to every Comm of a ParallelCtx when device: cuda (size-1 axes
 // included), so device buffers never reach MPI (Debian's OpenMPI is not CUDA-aware).

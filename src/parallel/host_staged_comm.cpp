@@ -256,7 +256,7 @@ void HostStagedComm::send(const void* x, size_t n, DType t, int peer, Ring way) 
   Staged& s = staging_[int(way)][staging_slot(way, bytes)];
   be_.to_host(s.data.data(), x, bytes);
   LOOM_MPI(
-      MPI_Isend(s.data.data(), cnt, MPI_BYTE, peer, p2p_lane(rank_, way, size_), comm_, &s.req));
+      MPI_Issend(s.data.data(), cnt, MPI_BYTE, peer, p2p_lane(rank_, way, size_), comm_, &s.req));
   s.seq = ++sends_;
 }
 

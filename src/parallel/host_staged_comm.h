@@ -24,10 +24,13 @@ namespace loom {
 // step of its ring and so may differ from this by a few ulps of that type.
 //
 // Point-to-point keeps DeviceComm's semantics and NCCL's matching: send() copies the data to a
-// host staging buffer (the caller may reuse its own at once) and starts MPI_Isend, so the host
+// host staging buffer (the caller may reuse its own at once) and starts MPI_Issend, so the host
 // never waits for the receiver; the MPI tag is the p2p lane (p2p_route.h: way and sender
 // colour), so messages match per (sender, receiver, way) in order, exactly as the NCCL lanes do,
-// and the device runs exercise the ordering the NCCL path relies on. recv() blocks the host
+// and the device runs exercise the ordering the NCCL path relies on. Synchronous mode (Issend)
+// makes a send complete only once its receive has started, as an NCCL send does, whatever its
+// size: a staging buffer is free again under the same condition as on NCCL, so a reservation
+// too small for the schedule shows here as it would there. recv() blocks the host
 // until the data is there (MPI_Recv), then copies it to the device. complete() waits for every
 // send so far (MPI_Waitall): every rank has then issued all its sends of the pipeline run, so
 // each is matched by a receive its peer makes without waiting for this rank.
