@@ -101,7 +101,7 @@ STEP_ORDER = [
         "pc_.pp.wait(early_)", "stage_.forward(", "pc_.pp.isend(stage_.output(a.chunk, sl)",
         "stage_.backward(", "pc_.pp.isend(dinput"]),
     ("src/model/gpt_stage.cpp", "void GPTStage::forward(int chunk", [
-        "gather(-1)", "embedding_forward(", "pc_.tp.all_reduce(", "gather(first + l)",
+        "gather(-1)", "embed_forward(", "pc_.tp.all_reduce(", "gather(first + l)",
         "block_forward(", "head(s, targets, dloss)"]),
     ("src/model/block.cpp", "void block_forward(", [
         "norm_forward(", "matmul_forward(", "rope_forward(", "attention_forward(",
@@ -114,12 +114,12 @@ STEP_ORDER = [
         "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "norm_backward("]),
     ("src/model/gpt_stage.cpp", "void GPTStage::backward(int chunk", [
         "gather(first + l)", "recompute(s, l, w0 + l)", "block_backward(", "hooks_.layer_done(",
-        "embedding_backward(", "hooks_.backward_done("]),
+        "embed_backward(", "hooks_.backward_done("]),
     ("src/model/block.cpp", "void block_backward(", ["column_input_grad(", "column_input_grad("]),
     ("src/model/block.cpp", "const void* column_input_grad(", ["tp.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [
-        "pc_.embed.all_reduce(", "pc_.dp.all_reduce(", "reduce_to_owners(", "sum_squares(",
+        "pc_.embed.all_reduce(", "pc_.replicas().all_reduce(", "reduce_to_owners(", "sum_squares(",
         "pc_.world.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::step(", [
-        "decide_step(", "adamw_update(", "pc_.dp.all_gather(", "refresh_compute_weights()"]),
+        "decide_step(", "adamw_update(", "pc_.replicas().all_gather(", "refresh_compute_weights()"]),
 ]

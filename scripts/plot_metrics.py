@@ -11,7 +11,7 @@ USAGE_EPILOG = """examples:
   scripts/plot_metrics.py runs/a runs/b --out compare.png  # two runs in one figure
 Needs matplotlib (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)."""
 
-TIME_KEYS = ["forward", "backward", "compute", "optimizer", "tp_comm", "pp_wait", "dp_comm", "other"]  # stack order
+TIME_KEYS = ["forward", "backward", "compute", "optimizer", "tp_comm", "pp_wait", "dp_comm", "cp_comm", "other"]  # stack order
 
 
 def resolve(path):

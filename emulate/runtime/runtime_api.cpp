@@ -170,6 +170,22 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return copy("cudaMemcpyAsync", dst, src, bytes, kind, s);
 }
 
+// Row by row, each row checked and recorded (when capturing) as a 1-D copy.
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t s) {
+  LOOM_EMU_LOCK;
+  if (height > 0 && (width > dpitch || width > spitch))
+    return api_error(cudaErrorInvalidPitchValue,
+                     "cudaMemcpy2DAsync: width " + std::to_string(width) + " exceeds a pitch (" +
+                         std::to_string(dpitch) + ", " + std::to_string(spitch) + ")");
+  for (size_t r = 0; r < height; ++r) {
+    const cudaError_t e = copy("cudaMemcpy2DAsync", static_cast<char*>(dst) + r * dpitch,
+                               static_cast<const char*>(src) + r * spitch, width, kind, s);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   LOOM_EMU_LOCK;
   return set("cudaMemset", p, value, bytes, nullptr);

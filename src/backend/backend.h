@@ -21,6 +21,7 @@
 #include "backend/device_traits.h"
 #include "core/dtype.h"
 #include "kernels/adamw.h"
+#include "kernels/attention_ring.h"
 #include "kernels/step_state.h"
 
 namespace loom {
@@ -135,6 +136,27 @@ class Backend {
   virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
   // dinp may alias dout.
   virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
+  // Context-parallel (ring) attention, one block of keys at a time (kernels/attention_ring.h):
+  // q, k, v, out, dout in the act dtype at the row strides of `d`; positions qpos (d.Tq), kpos
+  // (d.Tk) int32 in backend memory; acc, m, l, lse, delta, dq, dk, dv fp32; work:
+  // traits().ring_attention_work_floats.
+  virtual void ring_attention_begin(float* acc, float* m, float* l, const cpu::RingDims& d) = 0;
+  virtual void ring_attention_forward_step(float* acc, float* m, float* l, const void* q,
+                                           const void* k, const void* v, const int32_t* qpos,
+                                           const int32_t* kpos, const cpu::RingDims& d,
+                                           float* work) = 0;
+  virtual void ring_attention_finish(void* out, float* lse, const float* acc, const float* m,
+                                     const float* l, const cpu::RingDims& d) = 0;
+  virtual void ring_attention_delta(float* delta, const void* dout, const void* out,
+                                    const cpu::RingDims& d) = 0;
+  virtual void ring_attention_backward_step(float* dq, float* dk, float* dv, const void* dout,
+                                            const void* q, const void* k, const void* v,
+                                            const float* lse, const float* delta,
+                                            const int32_t* qpos, const int32_t* kpos,
+                                            const cpu::RingDims& d, float* work) = 0;
+  // rows x width bytes from src (rows `spitch` bytes apart) to dst (`dpitch` apart).
+  virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                       size_t rows) = 0;
   // out (N, C) = resid + (partial + bias (C)): the row-parallel projection's epilogue.
   virtual void bias_residual(void* out, const void* resid, const void* partial, const void* bias,
                              int N, int C) = 0;

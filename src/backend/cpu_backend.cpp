@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "kernels/add_inplace.h"
 #include "kernels/attention.h"
+#include "kernels/attention_ring.h"
 #include "kernels/bias_residual.h"
 #include "kernels/classifier.h"
 #include "kernels/cross_entropy.h"
@@ -107,6 +108,35 @@ class CpuBackend final : public Backend {
                           const void* /*out*/, const float* saved, int B, int T, int NH, int NKV,
                           int D) override {
     cpu::attention_backward_gqa(F(dqkv), scratch, F(dout), F(qkv), saved, B, T, NH, NKV, D);
+  }
+  void ring_attention_begin(float* acc, float* m, float* l, const cpu::RingDims& d) override {
+    cpu::ring_attention_begin(acc, m, l, d);
+  }
+  void ring_attention_forward_step(float* acc, float* m, float* l, const void* q, const void* k,
+                                   const void* v, const int32_t* qpos, const int32_t* kpos,
+                                   const cpu::RingDims& d, float* work) override {
+    cpu::ring_attention_forward_step(acc, m, l, F(q), F(k), F(v), qpos, kpos, d, work);
+  }
+  void ring_attention_finish(void* out, float* lse, const float* acc, const float* m,
+                             const float* l, const cpu::RingDims& d) override {
+    cpu::ring_attention_finish(F(out), lse, acc, m, l, d);
+  }
+  void ring_attention_delta(float* delta, const void* dout, const void* out,
+                            const cpu::RingDims& d) override {
+    cpu::ring_attention_delta(delta, F(dout), F(out), d);
+  }
+  void ring_attention_backward_step(float* dq, float* dk, float* dv, const void* dout,
+                                    const void* q, const void* k, const void* v, const float* lse,
+                                    const float* delta, const int32_t* qpos, const int32_t* kpos,
+                                    const cpu::RingDims& d, float* work) override {
+    cpu::ring_attention_backward_step(dq, dk, dv, F(dout), F(q), F(k), F(v), lse, delta, qpos,
+                                      kpos, d, work);
+  }
+  void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+               size_t rows) override {
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                  width);
   }
   void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
                        float eps) override {

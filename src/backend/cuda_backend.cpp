@@ -13,6 +13,7 @@
 #include "kernels/adamw.h"
 #include "kernels/add_inplace.h"
 #include "kernels/attention.h"
+#include "kernels/attention_ring.h"
 #include "kernels/bias_residual.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -210,6 +211,36 @@ class CudaBackendT final : public Backend {
                           int D) override {
     cuda::attention_backward_gqa(A(dqkv), scratch, A(dout), A(qkv), A(out), saved, B, T_, NH, NKV,
                                  D, s());
+  }
+  // Ring attention (context parallelism): the cuda twins need no work area.
+  void ring_attention_begin(float* acc, float* m, float* l, const cpu::RingDims& d) override {
+    cuda::ring_attention_begin(acc, m, l, d, s());
+  }
+  void ring_attention_forward_step(float* acc, float* m, float* l, const void* q, const void* k,
+                                   const void* v, const int32_t* qpos, const int32_t* kpos,
+                                   const cpu::RingDims& d, float*) override {
+    cuda::ring_attention_forward_step(acc, m, l, A(q), A(k), A(v), qpos, kpos, d, s());
+  }
+  void ring_attention_finish(void* out, float* lse, const float* acc, const float* m,
+                             const float* l, const cpu::RingDims& d) override {
+    cuda::ring_attention_finish(A(out), lse, acc, m, l, d, s());
+  }
+  void ring_attention_delta(float* delta, const void* dout, const void* out,
+                            const cpu::RingDims& d) override {
+    cuda::ring_attention_delta(delta, A(dout), A(out), d, s());
+  }
+  void ring_attention_backward_step(float* dq, float* dk, float* dv, const void* dout,
+                                    const void* q, const void* k, const void* v, const float* lse,
+                                    const float* delta, const int32_t* qpos, const int32_t* kpos,
+                                    const cpu::RingDims& d, float*) override {
+    cuda::ring_attention_backward_step(dq, dk, dv, A(dout), A(q), A(k), A(v), lse, delta, qpos,
+                                       kpos, d, s());
+  }
+  void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+               size_t rows) override {
+    if (rows == 0 || width == 0) return;
+    LOOM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+                                      cudaMemcpyDeviceToDevice, s()));
   }
   void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
                        float eps) override {

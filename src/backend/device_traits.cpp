@@ -2,6 +2,7 @@
 #include "backend/device_traits.h"
 
 #include "kernels/attention.h"
+#include "kernels/attention_ring.h"
 #include "kernels/classifier.h"
 
 namespace loom {
@@ -14,6 +15,11 @@ size_t DeviceTraits::attention_saved_floats(int B, int NH, int T) const {
 size_t DeviceTraits::attention_scratch_floats(int B, int NH, int NKV, int T, int D) const {
   if (device == Device::CPU) return cpu::attention_backward_scratch_floats(B, T, NH, NKV, D);
   return attention_saved_floats(B, NH, T);  // delta (B, NH, T)
+}
+
+size_t DeviceTraits::ring_attention_work_floats(int B, int NH, int T) const {
+  if (device != Device::CPU) return 0;
+  return cpu::ring_attention_work_floats(cpu::RingDims{B, T, T, NH, NH, 1, 1, 1});
 }
 
 size_t DeviceTraits::classifier_work_floats(int N, int Vl) const {

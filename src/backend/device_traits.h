@@ -27,6 +27,9 @@ struct DeviceTraits {
   // Floats of attention_backward's scratch for NH query and NKV kv heads of size D: the same
   // shapes, and on cpu with NKV < NH also the per-head dK, dV before their group sum.
   size_t attention_scratch_floats(int B, int NH, int NKV, int T, int D) const;
+  // Floats of one ring-attention step's work (context parallelism; T query and T key rows): the
+  // score tiles on cpu, none on cuda.
+  size_t ring_attention_work_floats(int B, int NH, int T) const;
   // Floats of classifier_forward's work area for N rows and Vl local vocab columns (per-chunk
   // softmax statistics on cpu; none on cuda).
   size_t classifier_work_floats(int N, int Vl) const;

@@ -152,9 +152,10 @@ std::map<std::string, CanonicalTensor> unpack(const std::vector<char>& all) {
 
 std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layout,
                                                         const float* params, ParallelCtx& pc) {
-  // Each tensor element is exported by exactly one rank: the dp-rank-0 replica's norm owner.
+  // Each tensor element is exported by exactly one rank: the first replica's (dp0, cp0) norm
+  // owner.
   std::vector<char> mine;
-  if (pc.coord.dp == 0)
+  if (pc.replica_index() == 0)
     for (const ParamSpec& p : layout.params())
       if (p.norm_owner)
         for (const ShardBlock& b : layout.blocks(p)) pack(mine, p, b, params + p.offset);

@@ -61,14 +61,15 @@ std::vector<float> gather_moment(const float* shard, ZeroOptimizer& opt, size_t 
     opt.backend().to_host(all.data(), shard, total * sizeof(float));
     return all;
   }
-  const size_t S = zero_shard_size(total, pc.dp.size());
+  const Comm& reps = pc.replicas();  // ZeRO's shards: over dp x cp
+  const size_t S = zero_shard_size(total, reps.size());
   std::vector<float> mine(S, 0.0f);
   opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
-  std::vector<float> all(pc.dp.rank() == 0 ? S * size_t(pc.dp.size()) : 0);
+  std::vector<float> all(reps.rank() == 0 ? S * size_t(reps.size()) : 0);
   LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
-  LOOM_MPI(
-      MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0, pc.dp.mpi()));
-  all.resize(pc.dp.rank() == 0 ? total : 0);
+  LOOM_MPI(MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0,
+                      reps.mpi()));
+  all.resize(reps.rank() == 0 ? total : 0);
   return all;
 }
 
@@ -180,7 +181,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   std::vector<float> p3;  // ZeRO-3 keeps parameters sharded too: gather them the same way
   if (opt.stage() == 3)
     p3 = gather_moment(opt.param_shard(), opt, total, pc);
-  else if (pc.coord.dp == 0) {
+  else if (pc.replica_index() == 0) {
     p3.resize(total);
     model.backend().to_host(p3.data(), model.params(), total * sizeof(float));
   }
@@ -188,7 +189,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   json mine = json::object();
   collectively(
       [&] {
-        if (pc.coord.dp != 0) return;
+        if (pc.replica_index() != 0) return;  // one replica (dp0, cp0) writes
         std::string file =
             (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
         mine = write_shard(file, layout, params, m.data(), v.data());
@@ -226,6 +227,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
                       {{"dp", pc.grid.size(Axis::DP)},
                        {"pp", par.pp},
                        {"tp", par.tp},
+                       {"cp", pc.grid.size(Axis::CP)},
                        {"zero_stage", opt.stage()},
                        {"order", par.order}}},
                      {"config", to_yaml(cfg)},

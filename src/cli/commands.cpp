@@ -45,7 +45,7 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   Job j;
   j.cfg = load_and_validate(config, overrides, world_size());
   const Config& cfg = j.cfg;
-  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
+  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order, cfg.parallel.cp);
   j.pc = make_parallel_ctx(grid);
   start_comm_watchdog(cfg.parallel.comm_timeout);
   set_log_prefix(str("[loom r", j.pc->rank, " ", grid.describe(j.pc->rank), "] "), j.pc->rank == 0);

@@ -70,4 +70,9 @@ class Checker {
 // model.*: sizes and the family keys (validate_model.cpp).
 void check_model(const ModelConfig& m, Checker& c);
 
+// parallel.virtual_stages and parallel.cp (validate_parallel.cpp); dp: the data-parallel size,
+// 0 when unknown.
+void check_virtual_stages(const Config& cfg, long long dp, Checker& c);
+void check_context_parallel(const Config& cfg, Checker& c);
+
 }  // namespace loom::validation

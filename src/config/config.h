@@ -45,7 +45,7 @@ struct ModelConfig {
 struct ParallelConfig {
   int tp = 1;
   int pp = 1;
-  int dp = 0;  // 0 -> world / (tp * pp)
+  int dp = 0;  // 0 -> world / (tp * pp * cp)
   int micro_batch_size = 1;
   std::string schedule = "1f1b";  // 1f1b | gpipe
   std::string order = "tp-dp-pp"; // innermost axis first
@@ -58,6 +58,8 @@ struct ParallelConfig {
                                   // early and wait where needed (docs/overlap.md)
   bool sequence_parallel = false;  // with tp > 1: norms and residuals on N/tp token rows per TP
                                    // rank, all-gather/reduce-scatter (docs/sequence-parallel.md)
+  int cp = 1;  // context parallel: ranks splitting each sequence, ring attention
+               // (docs/context-parallel.md)
 };
 
 struct TrainConfig {

@@ -32,6 +32,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(parallel, tp, Int),
       LOOM_FIELD(parallel, pp, Int),
       LOOM_FIELD(parallel, dp, Int),
+      LOOM_FIELD(parallel, cp, Int),
       LOOM_FIELD(parallel, micro_batch_size, Int),
       LOOM_FIELD(parallel, schedule, String),
       LOOM_FIELD(parallel, order, String),

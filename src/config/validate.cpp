@@ -31,33 +31,38 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
              "set the sequences per micro-batch, e.g. 1");
   c.one_of("parallel.schedule", p.schedule, {"1f1b", "gpipe"});
   const std::vector<std::string> axes = split(p.order, '-');
-  bool perm = axes.size() == 3;
-  for (const char* axis : {"tp", "dp", "pp"}) {
+  bool perm = axes.size() == 3 || axes.size() == 4;
+  for (const char* axis : {"tp", "dp", "pp", "cp"}) {
     int n = 0;
     for (const auto& a : axes) n += a == axis;
-    perm = perm && n == 1;
+    perm = perm && (n == 1 || (n == 0 && axes.size() == 3 && std::string(axis) == "cp"));
   }
   if (!perm)
     c.add(str("parallel.order: ", quoted(p.order),
-              " must name tp, dp and pp once each, innermost first, joined by '-'; e.g. tp-dp-pp"));
+              " must name tp, dp and pp once each (cp too, or it follows tp), innermost first, ",
+              "joined by '-'; e.g. tp-dp-pp or tp-cp-dp-pp"));
   if (p.tp < 1 || p.pp < 1 || p.dp < 0) return 0;
 
-  const long long tp = p.tp, pp = p.pp, model_ranks = tp * pp;
+  const long long tp = p.tp, pp = p.pp, cp = p.cp >= 1 ? p.cp : 1, model_ranks = tp * pp * cp;
+  // The ranks of one model replica, as the messages name them.
+  const std::string replica = cp > 1 ? str("tp=", tp, " x pp=", pp, " x cp=", cp)
+                                     : str("tp=", tp, " x pp=", pp);
   long long dp = p.dp;
   if (world > 0 && dp > 0 && model_ranks * dp != world) {
     const long long want = model_ranks * dp;
     std::string fix = world % model_ranks == 0
                           ? str("set dp=", world / model_ranks, " or launch ", want, " ranks")
-                          : str("launch ", want, " ranks, or choose tp x pp dividing ", world);
-    c.add(str("parallel: tp=", tp, " x pp=", pp, " x dp=", dp, " = ", model_ranks * dp,
+                          : str("launch ", want, " ranks, or choose ",
+                                cp > 1 ? "tp x pp x cp" : "tp x pp", " dividing ", world);
+    c.add(str("parallel: ", replica, " x dp=", dp, " = ", model_ranks * dp,
               " ranks but the job has ", world, "; ", fix));
   }
   if (world > 0 && dp == 0) {
     if (world % model_ranks != 0)
-      c.add(str("parallel: tp=", tp, " x pp=", pp, " = ", model_ranks,
+      c.add(str("parallel: ", replica, " = ", model_ranks,
                 " ranks per model replica does not divide the job's ", world,
-                " ranks (dp is automatic); launch a multiple of ", model_ranks,
-                " ranks or choose tp x pp dividing ", world));
+                " ranks (dp is automatic); launch a multiple of ", model_ranks, " ranks or choose ",
+                cp > 1 ? "tp x pp x cp" : "tp x pp", " dividing ", world));
     else
       dp = world / model_ranks;
   }
@@ -88,11 +93,12 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
         "parallel.sequence_parallel needs parallel.tp > 1; set parallel.tp > 1 or "
         "parallel.sequence_parallel: false");
   else if (p.sequence_parallel && p.micro_batch_size >= 1 && m.seq_len >= 1 &&
-           (long long)p.micro_batch_size * m.seq_len % p.tp != 0)
+           (long long)p.micro_batch_size * m.seq_len / cp % p.tp != 0)
     c.add(str("parallel.sequence_parallel: micro_batch_size=", p.micro_batch_size,
-              " x model.seq_len=", m.seq_len, " = ", (long long)p.micro_batch_size * m.seq_len,
-              " token rows do not split over tp=", p.tp,
-              "; choose micro_batch_size x seq_len divisible by tp"));
+              " x model.seq_len=", m.seq_len, cp > 1 ? str(" / cp=", cp) : std::string(), " = ",
+              (long long)p.micro_batch_size * m.seq_len / cp, " token rows do not split over tp=",
+              p.tp, "; choose micro_batch_size x seq_len", cp > 1 ? " / cp" : "",
+              " divisible by tp"));
   if (m.n_layer > 0 && m.n_layer < p.pp)
     c.add(str("parallel.pp: ", p.pp, " is more than model.n_layer=", m.n_layer,
               " (each pipeline stage needs a layer); set pp <= ", m.n_layer));
@@ -166,34 +172,6 @@ void check_train(const Config& cfg, long long dp, Checker& c) {
   c.at_least("train.loss_scale_window", t.loss_scale_window, 1, "clean steps before the scale doubles, e.g. 2000");
 }
 
-// Interleaved 1F1B (parallel.virtual_stages > 1): pp*v equal chunks of layers, 1f1b only,
-// micro-batches in groups of pp.
-void check_virtual_stages(const Config& cfg, long long dp, Checker& c) {
-  const ParallelConfig& p = cfg.parallel;
-  const int v = p.virtual_stages, L = cfg.model.n_layer;
-  c.at_least("parallel.virtual_stages", v, 1, "set the model chunks per pipeline rank, e.g. 1");
-  if (v <= 1 || p.pp < 1) return;
-  if (p.pp == 1)
-    c.add(str("parallel.virtual_stages: ", v,
-              " needs a pipeline (parallel.pp > 1); set virtual_stages: 1 or pp >= 2"));
-  if (!p.stage_layers.empty())
-    c.add(str("parallel.virtual_stages: ", v, " splits the layers evenly into chunks and cannot ",
-              "take parallel.stage_layers; remove stage_layers or set virtual_stages: 1"));
-  if (p.schedule != "1f1b")
-    c.add(str("parallel.virtual_stages: ", v, " runs interleaved 1F1B but parallel.schedule is ",
-              quoted(p.schedule), "; set schedule: 1f1b or virtual_stages: 1"));
-  const long long chunks = (long long)p.pp * v;
-  if (L > 0 && L % chunks != 0)
-    c.add(str("model.n_layer: ", L, " is not divisible by parallel.pp x parallel.virtual_stages = ",
-              chunks, "; choose n_layer a multiple of ", chunks, " or change pp / virtual_stages"));
-  const long long mbs = p.micro_batch_size, gb = cfg.train.global_batch_size;
-  if (p.pp > 1 && dp >= 1 && mbs >= 1 && gb >= 1 && gb % (dp * mbs) == 0 &&
-      (gb / (dp * mbs)) % p.pp != 0)
-    c.add(str("train.global_batch_size: ", gb, " gives ", gb / (dp * mbs),
-              " micro-batches per step, which interleaved 1F1B (parallel.virtual_stages: ", v,
-              ") needs to be a multiple of parallel.pp=", p.pp, "; set it to ",
-              nearest_multiples(gb, dp * mbs * p.pp)));
-}
 
 void check_optimizer(const OptimizerConfig& o, const std::string& dtype, Checker& c) {
   c.positive("optimizer.lr", o.lr, "set a positive peak learning rate, e.g. 6e-4");
@@ -345,6 +323,7 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   const long long dp = check_parallel(cfg, world_size, c);
   check_train(cfg, dp, c);
   check_virtual_stages(cfg, dp, c);
+  check_context_parallel(cfg, c);
   check_optimizer(cfg.optimizer, cfg.train.dtype, c);
   check_data(cfg, c);
   check_tokenizer(cfg, c);

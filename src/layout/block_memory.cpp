@@ -40,13 +40,30 @@ size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActF
   const size_t table = d.gated ? size_t(d.T) * size_t(d.D() / 2) : 0;
   s.rope_cos = d.gated ? c.floats(table) : nullptr;
   s.rope_sin = d.gated ? c.floats(table) : nullptr;
+  const bool ring = d.cp > 1;
+  const size_t kvw = n * 2 * size_t(d.KV()) * size_t(d.D()), rows = size_t(d.B) * d.NH * d.T;
+  for (int i = 0; i < 2; ++i) {
+    s.ring_kv[i] = ring ? c.take(kvw * e) : nullptr;
+    s.ring_dkv[i] = ring ? c.floats(kvw) : nullptr;
+  }
+  s.ring_acc = ring ? c.floats(n * size_t(d.QKVl())) : nullptr;
+  s.ring_m = ring ? c.floats(rows) : nullptr;
+  s.ring_l = ring ? c.floats(rows) : nullptr;
+  s.ring_pos = ring ? static_cast<int32_t*>(c.take(size_t(d.cp) * d.T * sizeof(int32_t))) : nullptr;
   return c.used();
 }
 }  // namespace
 
 ActFormat act_format(const DeviceTraits& dev, const BlockDims& d) {
+  if (d.cp > 1)  // ring attention: the log-sum-exp of each row, and one step's work
+    return ActFormat{dev.act_size(), size_t(d.B) * d.NH * d.T,
+                     dev.ring_attention_work_floats(d.B, d.NH, d.T), dev.align()};
   return ActFormat{dev.act_size(), dev.attention_saved_floats(d.B, d.NH, d.T),
                    dev.attention_scratch_floats(d.B, d.NH, d.KV(), d.T, d.D()), dev.align()};
+}
+
+bool attention_keeps_probabilities(const DeviceTraits& dev, const BlockDims& d) {
+  return dev.attention_saves_probabilities() && d.cp == 1;
 }
 
 size_t BlockDims::acts_bytes(const ActFormat& f, bool with_att) const {

@@ -4,6 +4,7 @@
 // reserved and the pointers handed out cannot disagree.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "backend/device_traits.h"
 
@@ -55,7 +56,7 @@ struct ActFormat {
 };
 
 struct BlockDims {
-  int B, T, C, NH;     // NH: local query heads
+  int B, T, C, NH;     // NH: local query heads; T: this rank's tokens per sequence (seq_len / cp)
   int tp;              // tensor-parallel size; C is full, Cl = C/tp
   int NKV = 0;         // local kv heads; 0 -> NH
   int F = 0;           // MLP hidden size (all ranks); 0 -> 4C
@@ -63,6 +64,7 @@ struct BlockDims {
   float eps = 1e-5f;   // RMSNorm epsilon (llama)
   float theta = 1e4f;  // RoPE base (llama)
   bool sp = false;     // sequence parallel: norms and residuals on Ns() = N/tp rows of this rank
+  int cp = 1;          // context parallel: ranks sharing each sequence (ring attention when > 1)
   int N() const { return B * T; }
   int Ns() const { return sp ? N() / tp : N(); }  // rows of the norm/residual regions
   int Cl() const { return C / tp; }  // local attention width NH*D
@@ -77,6 +79,10 @@ struct BlockDims {
 
 // The act format of a device for dims d.
 ActFormat act_format(const DeviceTraits& dev, const BlockDims& d);
+// Whether attention keeps its (T, T) probabilities for backward (cpu without context
+// parallelism), so that train.recompute: selective drops and recomputes them; otherwise it keeps
+// one log-sum-exp per row (cuda; the ring attention of context parallelism on both backends).
+bool attention_keeps_probabilities(const DeviceTraits& dev, const BlockDims& d);
 
 // Scratch shared by all layers and micro-batches (backward of one micro-batch at a time).
 // With sequence parallelism proj also holds the all-gathered norm output (forward, backward) and
@@ -93,6 +99,14 @@ struct BlockScratch {
   void* shard;  // (Ns, C) sequence parallel only: a reduce-scattered row shard (else null)
   float* normg;  // (4, C) sequence parallel only: this rank's partial norm weight gradients
   float *rope_cos, *rope_sin;  // (T, D/2) each, llama only: RoPE tables, filled once
+  // Context parallel only (else null): the ring attention's travelling K|V blocks and their
+  // gradients (double-buffered), the forward accumulator (the backward's dq), the running max and
+  // sum (the backward's delta), and the positions of every cp rank's T rows.
+  void* ring_kv[2];       // (N, 2*KV*D) each: [k | v]
+  float* ring_dkv[2];     // (N, 2*KV*D) each: [dk | dv]
+  float* ring_acc;        // (N, QKVl): (N, NH*D) forward; dq at q's columns backward
+  float *ring_m, *ring_l;  // (B, NH, T) each
+  int32_t* ring_pos;      // (cp, T) global positions of each cp rank's rows, filled once
   static size_t bytes(const BlockDims& d, const ActFormat& f);
 };
 

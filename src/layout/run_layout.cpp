@@ -5,9 +5,10 @@
 
 namespace loom {
 
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp) {
-  BlockDims d{micro_batch, m.seq_len, m.d_model, m.n_head / tp, tp};
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp, int cp) {
+  BlockDims d{micro_batch, m.seq_len / cp, m.d_model, m.n_head / tp, tp};
   d.sp = sp && tp > 1;
+  d.cp = cp;
   d.NKV = m.kv_heads() / tp;
   d.F = m.ffn();
   d.gated = m.llama();
@@ -21,14 +22,16 @@ namespace {
 // before any member is built from them).
 const Config& checked(const Config& cfg, GridDims grid, Coord coord) {
   const int mb = cfg.parallel.micro_batch_size, global = cfg.train.global_batch_size;
-  LOOM_CHECK(grid.dp >= 1 && grid.pp >= 1 && grid.tp >= 1 && mb >= 1 && global >= grid.dp * mb &&
+  LOOM_CHECK(grid.dp >= 1 && grid.pp >= 1 && grid.tp >= 1 && grid.cp >= 1 && mb >= 1 && global >= grid.dp * mb &&
                  global % (grid.dp * mb) == 0,
              "train.global_batch_size ", global, " does not split into micro-batches of ", mb,
              " over dp=", grid.dp);
   LOOM_CHECK(coord.dp >= 0 && coord.dp < grid.dp && coord.pp >= 0 && coord.pp < grid.pp &&
-                 coord.tp >= 0 && coord.tp < grid.tp,
-             "coordinate dp", coord.dp, " pp", coord.pp, " tp", coord.tp, " outside the grid dp",
-             grid.dp, " pp", grid.pp, " tp", grid.tp);
+                 coord.tp >= 0 && coord.tp < grid.tp && coord.cp >= 0 && coord.cp < grid.cp,
+             "coordinate dp", coord.dp, " pp", coord.pp, " tp", coord.tp, " cp", coord.cp,
+             " outside the grid dp", grid.dp, " pp", grid.pp, " tp", grid.tp, " cp", grid.cp);
+  LOOM_CHECK(cfg.model.seq_len % (2 * grid.cp) == 0 || grid.cp == 1, "model.seq_len ",
+             cfg.model.seq_len, " does not split into 2 x cp=", grid.cp, " chunks");
   return cfg;
 }
 int sum(const std::vector<int>& v) {
@@ -55,13 +58,16 @@ RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
       overlap_(cfg.parallel.overlap),
       params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, virtual_stages_,
               cfg.parallel.stage_layers),
-      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel)) {
+      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel,
+                       grid.cp)) {
   LOOM_CHECK(!dims_.sp || dims_.N() % grid.tp == 0, "sequence parallelism: ", dims_.N(),
              " token rows per micro-batch do not split over tp=", grid.tp);
 }
 
 RunLayout::RunLayout(const Config& cfg, const Grid& grid, int rank)
-    : RunLayout(cfg, GridDims{grid.size(Axis::DP), grid.size(Axis::PP), grid.size(Axis::TP)},
+    : RunLayout(cfg,
+                GridDims{grid.size(Axis::DP), grid.size(Axis::PP), grid.size(Axis::TP),
+                         grid.size(Axis::CP)},
                 grid.coord_of(rank)) {}
 
 RunLayout RunLayout::single_sequence(const ModelConfig& m) {
@@ -80,8 +86,8 @@ MemorySpec RunLayout::memory_spec() const {
   MemorySpec m;
   m.params = stage_params(params_);
   m.stage = stage_shape_spec(m.params, dims_, chunk_slots_, recompute_);
-  m.dp = grid_.dp;
-  m.dp_rank = coord_.dp;
+  m.dp = replicas();  // ZeRO shards over the dp x cp replicas
+  m.dp_rank = coord_.dp * grid_.cp + coord_.cp;
   m.zero = zero_;
   m.overlap = overlap_;
   m.microbatches = microbatches_;

@@ -17,13 +17,14 @@ namespace loom {
 
 // The size of each axis of the grid.
 struct GridDims {
-  int dp = 1, pp = 1, tp = 1;
-  int world() const { return dp * pp * tp; }
+  int dp = 1, pp = 1, tp = 1, cp = 1;
+  int world() const { return dp * pp * tp * cp; }
 };
 
 // One transformer block on one TP rank of a tp-way split, for micro-batches of micro_batch
-// sequences of model m; sp: sequence parallelism (norms and residuals on N/tp rows).
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp = false);
+// sequences of model m; sp: sequence parallelism (norms and residuals on N/tp rows); cp: context
+// parallelism (this rank's seq_len/cp tokens of each sequence).
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp = false, int cp = 1);
 
 class RunLayout {
  public:
@@ -39,6 +40,10 @@ class RunLayout {
   int dp() const { return grid_.dp; }
   int pp() const { return grid_.pp; }
   int tp() const { return grid_.tp; }
+  int cp() const { return grid_.cp; }
+  // Ranks holding the same parameters, which sum their gradients and share ZeRO's shards:
+  // dp x cp (ParallelCtx::replicas()).
+  int replicas() const { return grid_.dp * grid_.cp; }
   Coord coord() const { return coord_; }
   bool first_stage() const { return coord_.pp == 0; }
   bool last_stage() const { return coord_.pp == grid_.pp - 1; }

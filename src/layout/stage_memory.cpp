@@ -66,7 +66,7 @@ StageArenas plan_stage_arenas(const StageShapeSpec& s, const DeviceTraits& dev) 
   // (selective), or nothing but the layer inputs (full). A device whose attention keeps only
   // row statistics (cuda) has nothing for selective to drop: it keeps them per layer.
   r.per_layer = s.recompute != Recompute::Full;
-  r.keep_att = s.recompute == Recompute::None || !dev.attention_saves_probabilities();
+  r.keep_att = s.recompute == Recompute::None || !attention_keeps_probabilities(dev, d);
   ArenaCounter acts;
   const std::vector<int> chunks = s.per_chunk();
   for (size_t c = 0; c < chunks.size(); ++c)

@@ -1,8 +1,10 @@
 // Transformer block forward/backward over a Backend's kernels, with TP all-reduces (sequence
-// parallel: all-gathers and reduce-scatters).
+// parallel: all-gathers and reduce-scatters) and, with context parallelism, ring attention.
 #include "model/block.h"
 
 #include <cstdint>
+
+#include "model/context_attention.h"
 
 namespace loom {
 
@@ -64,19 +66,18 @@ void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* do
     be.layernorm_backward(dinp, dw, db, dout, x, w, mean, rstd, d.Ns(), d.C);
 }
 
-void fill_rope_tables(Backend& be, const BlockScratch& s, const BlockDims& d) {
-  if (d.gated) be.rope_table(s.rope_cos, s.rope_sin, d.T, d.D(), d.theta);
-}
-
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
-                   const BlockScratch& s, const BlockDims& d, Comm& tp) {
+                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp) {
   const int N = d.N(), C = d.C, Hl = d.Hl();
   // Attention: norm -> qkv (column-parallel; f is identity forward, or the all-gather of the
   // norm's rows) [-> RoPE] -> attention -> proj (row).
   norm_forward(be, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, d);
   be.matmul_forward(a.qkv, gathered(be, a.ln1, s, d, tp), w.qkv_w, w.qkv_b, N, C, d.QKVl());
   if (d.gated) be.rope_forward(a.qkv, s.rope_cos, s.rope_sin, d.B, d.T, d.NH, d.KV(), d.D());
-  be.attention_forward(a.atty, a.att, a.qkv, d.B, d.T, d.NH, d.KV(), d.D());
+  if (d.cp > 1)
+    ring_attention_forward(be, a.atty, a.att, a.qkv, s, d, cp);
+  else
+    be.attention_forward(a.atty, a.att, a.qkv, d.B, d.T, d.NH, d.KV(), d.D());
   row_parallel_residual(be, a.res2, x, a.atty, w.proj_w, w.proj_b, s, d.Cl(), d, tp);
   // MLP: norm -> c_fc (column) -> GELU, or SwiGLU of [gate | up] -> c_proj (row).
   norm_forward(be, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, d);
@@ -90,7 +91,7 @@ void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
 
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,
                     const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
-                    const BlockDims& d, Comm& tp) {
+                    const BlockDims& d, Comm& tp, Comm& cp) {
   const int N = d.N(), C = d.C, Cl = d.Cl(), Hl = d.Hl();
   const size_t NsC = size_t(d.Ns()) * C;
   const DType t = be.act_dtype();
@@ -127,8 +128,11 @@ void block_backward(Backend& be, void* dx, const void* dout, const void* x, cons
     dy2 = s.dln;
   }
   be.matmul_backward(s.datty, g.proj_w, g.proj_b, dy2, a.atty, w.proj_w, N, Cl, C);
-  be.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, d.B, d.T, d.NH, d.KV(),
-                        d.D());
+  if (d.cp > 1)
+    ring_attention_backward(be, s.dqkv, s.datty, a.qkv, a.atty, a.att, s, d, cp);
+  else
+    be.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, d.B, d.T, d.NH, d.KV(),
+                          d.D());
   if (d.gated) be.rope_backward(s.dqkv, s.rope_cos, s.rope_sin, d.B, d.T, d.NH, d.KV(), d.D());
   be.matmul_backward(s.dln, g.qkv_w, g.qkv_b, s.dqkv, gathered(be, a.ln1, s, d, tp), w.qkv_w, N, C,
                      d.QKVl());

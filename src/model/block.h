@@ -3,8 +3,9 @@
 // with sequence parallelism (BlockDims::sp) the norms and residuals run on this rank's Ns rows
 // and all-gathers/reduce-scatters replace the all-reduces (docs/sequence-parallel.md).
 // GPT-2 (LayerNorm, GELU, biases) or Llama (RMSNorm, RoPE on q and k, grouped-query attention,
-// SwiGLU, no biases), as BlockDims::gated says. Runs on any Backend: activations in its act
-// dtype, statistics and weight gradients in fp32.
+// SwiGLU, no biases), as BlockDims::gated says. With context parallelism (BlockDims::cp) the
+// rows are this rank's share of each sequence and attention is the ring of context_attention.h.
+// Runs on any Backend: activations in its act dtype, statistics and weight gradients in fp32.
 #pragma once
 #include "backend/backend.h"
 #include "layout/block_memory.h"
@@ -30,17 +31,14 @@ void norm_forward(Backend& be, void* out, float* mean, float* rstd, const void* 
 void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* dout, const void* x,
                    const void* w, const float* mean, const float* rstd, const BlockDims& d);
 
-// The RoPE tables of dims d into s (cos, sin (T, D/2)); once, before any llama forward.
-void fill_rope_tables(Backend& be, const BlockScratch& s, const BlockDims& d);
-
 // out (Ns, C) = block(x (Ns, C)) (Ns = N without sequence parallelism); fills acts. `out` may
-// not alias x.
+// not alias x. cp: the context-parallel group (ring attention when d.cp > 1).
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
-                   const BlockScratch& s, const BlockDims& d, Comm& tp);
+                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp);
 
 // dx (Ns, C) = gradient w.r.t. x given dout (Ns, C); accumulates weight gradients into g.
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,
                     const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
-                    const BlockDims& d, Comm& tp);
+                    const BlockDims& d, Comm& tp, Comm& cp);
 
 }  // namespace loom

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "model/context_attention.h"
+
 #include "core/check.h"
 
 namespace loom {
@@ -86,7 +88,9 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
              chunk_slot0_.size(), " of the stage's ", chunks, " chunks");
   chunk_slot0_.push_back(int(slots_.size()));
   bs_ = block_scratch_at(at(scratch_, plan.block_scratch), dims_, fmt_);
-  fill_rope_tables(be_, bs_, dims_);
+  fill_position_tables(be_, bs_, dims_, pc_.coord.cp);
+  if (dims_.cp > 1)  // the ring's K|V blocks (act dtype) and their fp32 gradients, 2 of each
+    pc_.cp.reserve_sends(size_t(dims_.N()) * 2 * dims_.KV() * dims_.D() * sizeof(float), 4);
   dbuf_[0] = at(scratch_, plan.dgrad[0]);
   dbuf_[1] = at(scratch_, plan.dgrad[1]);
   if (run_.last_stage())
@@ -145,7 +149,7 @@ void GPTStage::forward(int slot, const int32_t* tokens, const int32_t* targets, 
 void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
                        float dloss) {
   Slot& s = slot_of(chunk, slot);
-  const int B = dims_.B, T = dims_.T, C = dims_.C, N = dims_.N();
+  const int C = dims_.C, N = dims_.N();
   const bool ends = embeds(chunk) || has_head(chunk);
   const StageRange r = layout_.chunks()[size_t(chunk)];
   const int first = r.first_layer, L = r.num_layers, w0 = layout_.local_layer(first);
@@ -158,8 +162,7 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     // Vocab-parallel partial sums (N, C), all-reduced, or reduce-scattered into this rank's
     // (Ns, C) rows with sequence parallelism.
     void* emb = dims_.sp ? bs_.proj : s.xs[0];
-    be_.embedding_forward(emb, s.tokens, cw("wte.weight"), wpe, B, T, C, layout_.vocab_start(),
-                          layout_.vocab_local());
+    embed_forward(emb, s.tokens, wpe);
     if (dims_.sp)
       pc_.tp.reduce_scatter(emb, s.xs[0], size_t(dims_.Ns()) * C, be_.act_dtype());
     else
@@ -169,7 +172,8 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     gather(first + l);
     if (l + 1 < L) prefetch(first + l + 1);
     const size_t i = size_t(l);
-    block_forward(be_, s.xs[i + 1], s.xs[i], w_[size_t(w0 + l)], s.layers[i], bs_, dims_, pc_.tp);
+    block_forward(be_, s.xs[i + 1], s.xs[i], w_[size_t(w0 + l)], s.layers[i], bs_, dims_, pc_.tp,
+                  pc_.cp);
     release(first + l);
     poll();
   }
@@ -181,6 +185,46 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     head(s, targets, dloss);
   }
   if (ends) release(-1);
+}
+
+// The embedding of a micro-batch's tokens (N): wte rows + wpe (nullable) rows of the positions,
+// and its backward into wte's and wpe's (nullable) gradients. With context parallelism each
+// sequence's rows are two chunks of global positions (context_attention.h), done one chunk at a
+// time so that each reads (adds to) its own rows of wpe.
+void GPTStage::embed_forward(void* out, const int32_t* tokens, const void* wpe) {
+  const int B = dims_.B, T = dims_.T, C = dims_.C, vs = layout_.vocab_start();
+  const void* wte = cw("wte.weight");
+  if (dims_.cp == 1 || !wpe) {
+    be_.embedding_forward(out, tokens, wte, wpe, B, T, C, vs, layout_.vocab_local());
+    return;
+  }
+  const std::vector<int32_t> pos = cp_positions(T, dims_.cp, pc_.coord.cp);
+  const size_t e = fmt_.act, c = size_t(T / 2);
+  for (size_t b = 0; b < size_t(B); ++b)
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t row = b * size_t(T) + k * c;
+      be_.embedding_forward(static_cast<char*>(out) + row * C * e, tokens + row, wte,
+                            static_cast<const char*>(wpe) + size_t(pos[k * c]) * C * e, 1, int(c),
+                            C, vs, layout_.vocab_local());
+    }
+}
+
+void GPTStage::embed_backward(const void* dout, const int32_t* tokens, float* dwpe) {
+  const int B = dims_.B, T = dims_.T, C = dims_.C, vs = layout_.vocab_start();
+  float* dwte = grad("wte.weight");
+  if (dims_.cp == 1 || !dwpe) {
+    be_.embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vs, layout_.vocab_local());
+    return;
+  }
+  const std::vector<int32_t> pos = cp_positions(T, dims_.cp, pc_.coord.cp);
+  const size_t e = fmt_.act, c = size_t(T / 2);
+  for (size_t b = 0; b < size_t(B); ++b)
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t row = b * size_t(T) + k * c;
+      be_.embedding_backward(dwte, dwpe + size_t(pos[k * c]) * C,
+                             static_cast<const char*>(dout) + row * C * e, tokens + row, 1, int(c),
+                             C, vs, layout_.vocab_local());
+    }
 }
 
 void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {
@@ -247,13 +291,15 @@ void GPTStage::logits_to_host(float* out) const {
 // Rebuilds what layer l's backward needs and the chosen mode did not keep.
 void GPTStage::recompute(Slot& s, int l, int w) {
   const BlockActs& a = s.layers[size_t(l)];
-  if (run_.recompute() == Recompute::Selective && be_.traits().attention_saves_probabilities())
+  if (run_.recompute() == Recompute::Selective &&
+      attention_keeps_probabilities(be_.traits(), dims_))
     // The probabilities from q, k (the output, written to scratch, is not needed).
     be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.NH, dims_.KV(),
                           dims_.D());
   else if (run_.recompute() ==
            Recompute::Full)  // the layer's whole forward, TP all-reduces included
-    block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(w)], a, bs_, dims_, pc_.tp);
+    block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(w)], a, bs_, dims_, pc_.tp,
+                  pc_.cp);
 }
 
 void GPTStage::backward(int slot, const void* dout, void* dinput, bool last) {
@@ -274,7 +320,7 @@ void GPTStage::backward(int chunk, int slot, const void* dout, void* dinput, boo
     recompute(s, l, w0 + l);
     if (hooks_.layer_begin) hooks_.layer_begin(first + l);
     block_backward(be_, dnext, dcur, s.xs[size_t(l)], w_[size_t(w0 + l)], g_[size_t(w0 + l)],
-                   s.layers[size_t(l)], bs_, dims_, pc_.tp);
+                   s.layers[size_t(l)], bs_, dims_, pc_.tp, pc_.cp);
     release(first + l);
     dcur = dnext;
     if (hooks_.layer_done) hooks_.layer_done(first + l, last);
@@ -286,8 +332,7 @@ void GPTStage::backward(int chunk, int slot, const void* dout, void* dinput, boo
       dcur = bs_.proj;
     }
     float* dwpe = m_.llama() ? nullptr : grad("wpe.weight");
-    be_.embedding_backward(grad("wte.weight"), dwpe, dcur, s.tokens, dims_.B, dims_.T, dims_.C,
-                           layout_.vocab_start(), layout_.vocab_local());
+    embed_backward(dcur, s.tokens, dwpe);
   }
   if (hooks_.backward_done) hooks_.backward_done(step_last);
 }

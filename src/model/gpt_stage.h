@@ -152,6 +152,8 @@ class GPTStage {
     if (progress_) progress_();
   }
   void head(Slot& s, const int32_t* targets, float dloss);
+  void embed_forward(void* out, const int32_t* tokens, const void* wpe);
+  void embed_backward(const void* dout, const int32_t* tokens, float* dwpe);
   void recompute(Slot& s, int layer, int w);  // layer of the slot's chunk, w its local index
 
   const RunLayout run_;

@@ -20,14 +20,15 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
       pc_(pc),
       be_(be),
       stage_(run.zero_stage()),
-      dp_(run.dp()),
+      dp_(run.replicas()),
       overlap_(run.overlap()),
       tied_across_stages_(run.tied_across_stages()),
       shard_size_(mem.shard),
       shard_(mem.state) {
-  LOOM_CHECK(pc.dp.size() == dp_ && pc.dp.rank() == run.coord().dp, "data-parallel group of ",
-             pc.dp.size(), " ranks (this one ", pc.dp.rank(), ") for a layout of dp=", dp_,
-             " at dp", run.coord().dp);
+  LOOM_CHECK(pc.replicas().size() == dp_ && pc.replicas().rank() == pc.replica_index(),
+             "data-parallel group of ", pc.replicas().size(), " ranks (this one ",
+             pc.replicas().rank(), ") for a layout of dp x cp = ", dp_, " at dp", run.coord().dp,
+             " cp", run.coord().cp);
   const Device dev = be_.device();
   const size_t state = shard_.hi - shard_.lo;
   m_ = Buffer(state * sizeof(float), dev);
@@ -93,7 +94,7 @@ ParamHooks ZeroOptimizer::param_hooks() {
     if (layer >= 0) {
       const int b = buf(layer);
       InFlight& f = fetched_[b];
-      for (CommRequest& r : f.reqs) pc_.dp.wait(r);  // this layer's prefetch, or another's
+      for (CommRequest& r : f.reqs) pc_.replicas().wait(r);  // this layer's prefetch, or another's
       if (f.layer != layer)                          // not prefetched: gather now
         gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
                      static_cast<float*>(layer_work_[b].data()));
@@ -112,7 +113,7 @@ ParamHooks ZeroOptimizer::param_hooks() {
   h.prefetch = [this](int layer) {
     InFlight& f = fetched_[buf(layer)];
     if (f.layer == layer) return;
-    for (CommRequest& r : f.reqs) pc_.dp.wait(r);
+    for (CommRequest& r : f.reqs) pc_.replicas().wait(r);
     f.reqs.clear();
     f.reqs.push_back(start_gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
                                         static_cast<float*>(layer_work_[buf(layer)].data())));
@@ -146,13 +147,13 @@ const float* ZeroOptimizer::gather_args(size_t begin, size_t end, std::vector<in
 void ZeroOptimizer::gather_range(size_t begin, size_t end, float* out) {
   std::vector<int> counts, displs;
   const float* mine = gather_args(begin, end, counts, displs);
-  pc_.dp.all_gatherv(mine, out, counts, displs);
+  pc_.replicas().all_gatherv(mine, out, counts, displs);
 }
 
 CommRequest ZeroOptimizer::start_gather_range(size_t begin, size_t end, float* out) {
   std::vector<int> counts, displs;
   const float* mine = gather_args(begin, end, counts, displs);
-  return pc_.dp.start_all_gatherv(mine, out, std::move(counts), std::move(displs));
+  return pc_.replicas().start_all_gatherv(mine, out, std::move(counts), std::move(displs));
 }
 
 void ZeroOptimizer::set_full_params(const float* full) {
@@ -216,7 +217,7 @@ GradHooks ZeroOptimizer::grad_hooks() {
       ShardRange o = owned_by(layer_begin_[l], layer_end_[l], d);
       for (size_t off = o.lo; off < o.hi; off += kBucket)
         staged_[b].reqs.push_back(
-            pc_.dp.start_reduce(data + (off - layer_begin_[l]), std::min(kBucket, o.hi - off), d));
+            pc_.replicas().start_reduce(data + (off - layer_begin_[l]), std::min(kBucket, o.hi - off), d));
     }
     staged_[b].layer = layer;
   };
@@ -240,7 +241,7 @@ void ZeroOptimizer::attach(GPTStage& stage) {
 
 void ZeroOptimizer::zero_grad() {
   last_backward_done_ = false;
-  for (CommRequest& r : reduces_) pc_.dp.wait(r);  // none unless a step was cut short
+  for (CommRequest& r : reduces_) pc_.replicas().wait(r);  // none unless a step was cut short
   reduces_.clear();
   if (stage_ < 2) {
     model_->zero_grads();
@@ -256,12 +257,12 @@ void ZeroOptimizer::zero_grad() {
 // Sums data (elements [begin, end) of the flat layout) over the DP group into the owners'
 // gradient shards: one in-place reduce per shard the range touches.
 void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
-  const int me = pc_.dp.rank();
+  const int me = pc_.replicas().rank();
   for (int d = 0; d < dp_; ++d) {
     ShardRange o = owned_by(begin, end, d);
     if (o.lo >= o.hi) continue;
     float* piece = data + (o.lo - begin);
-    pc_.dp.reduce(piece, o.hi - o.lo, d);
+    pc_.replicas().reduce(piece, o.hi - o.lo, d);
     if (d == me) {
       float* dst = static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo);
       be_.add_inplace(dst, piece, o.hi - o.lo);
@@ -271,7 +272,7 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
 
 void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
   for (size_t off = begin; off < end; off += kBucket)
-    reduces_.push_back(pc_.dp.start_all_reduce(model_->grads() + off, std::min(kBucket, end - off),
+    reduces_.push_back(pc_.replicas().start_all_reduce(model_->grads() + off, std::min(kBucket, end - off),
                                                ReduceOp::Sum));
 }
 
@@ -280,10 +281,10 @@ void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
 void ZeroOptimizer::settle(int b) {
   InFlight& s = staged_[b];
   if (s.layer < 0) return;
-  for (CommRequest& r : s.reqs) pc_.dp.wait(r);
+  for (CommRequest& r : s.reqs) pc_.replicas().wait(r);
   const size_t begin = layer_begin_[local(s.layer)], end = layer_end_[local(s.layer)];
   float* data = static_cast<float*>(layer_stage_[b].data());
-  ShardRange o = owned_by(begin, end, pc_.dp.rank());
+  ShardRange o = owned_by(begin, end, pc_.replicas().rank());
   if (o.lo < o.hi)
     be_.add_inplace(static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo),
                     data + (o.lo - begin), o.hi - o.lo);
@@ -292,9 +293,9 @@ void ZeroOptimizer::settle(int b) {
 }
 
 void ZeroOptimizer::progress() {
-  for (CommRequest& r : reduces_) pc_.dp.test(r);
+  for (CommRequest& r : reduces_) pc_.replicas().test(r);
   for (InFlight* f : {&staged_[0], &staged_[1], &fetched_[0], &fetched_[1]})
-    for (CommRequest& r : f->reqs) pc_.dp.test(r);
+    for (CommRequest& r : f->reqs) pc_.replicas().test(r);
 }
 
 const float* ZeroOptimizer::shard_grads() const {
@@ -314,9 +315,9 @@ void ZeroOptimizer::reduce_grads_and_norm() {
     if (!started) {
       LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
       for (size_t off = 0; off < layout_.total(); off += kBucket)
-        pc_.dp.all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
+        pc_.replicas().all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
     }
-    for (CommRequest& r : reduces_) pc_.dp.wait(r);
+    for (CommRequest& r : reduces_) pc_.replicas().wait(r);
     reduces_.clear();
   }
   if (stage_ >= 2) {  // the last layers' reduces in flight (overlap)
@@ -334,7 +335,7 @@ void ZeroOptimizer::reduce_grads_and_norm() {
   // by the shard owner (stage 0: dp rank 0 holds the one "shard").
   double* sq = &state()->norm_sq;
   be_.zero(sq, sizeof(double));
-  if (stage_ > 0 || pc_.dp.rank() == 0) {
+  if (stage_ > 0 || pc_.replicas().rank() == 0) {
     const float* g = shard_grads();
     for (const ParamSpec& p : layout_.params()) {
       if (!p.norm_owner) continue;
@@ -372,8 +373,8 @@ void ZeroOptimizer::step(const cpu::StepInputs* in) {
                      nullptr);
   }
   if (stage_ == 1 || stage_ == 2) {
-    float* mine = params + size_t(pc_.dp.rank()) * shard_size_;
-    pc_.dp.all_gather(mine, params, shard_size_);
+    float* mine = params + size_t(pc_.replicas().rank()) * shard_size_;
+    pc_.replicas().all_gather(mine, params, shard_size_);
   }
   if (stage_ < 3) model_->refresh_compute_weights();
 }

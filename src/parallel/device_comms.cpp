@@ -51,13 +51,19 @@ void attach_device_comms(ParallelCtx& pc, Backend& be) {
 #ifdef LOOM_HAVE_NCCL
   if (device_comm_kind() == DeviceCommKind::Nccl) return attach_nccl(pc, be.stream());
 #endif
-  // The same order on every rank: each construction is collective over its axis.
-  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed})
-    c->set_device_comm(std::make_unique<HostStagedComm>(c->mpi(), c->describe(), be));
+  // The same order on every rank: each construction is collective over its axis. As
+  // attach_nccl: dp x cp (the gradient replicas) only with context parallelism.
+  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
+    if (c != &pc.dpcp || pc.grid.size(Axis::CP) > 1)
+      c->set_device_comm(std::make_unique<HostStagedComm>(c->mpi(), c->describe(), be));
 }
 
 void detach_device_comms(ParallelCtx& pc) {
-  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed}) c->set_device_comm(nullptr);
+#ifdef LOOM_HAVE_NCCL
+  if (device_comm_kind() == DeviceCommKind::Nccl) return detach_nccl(pc);
+#endif
+  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
+    c->set_device_comm(nullptr);
 }
 
 }  // namespace loom

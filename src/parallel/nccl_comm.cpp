@@ -247,10 +247,16 @@ void attach_nccl(ParallelCtx& pc, void* stream) {
   pc.tp.set_device_comm(std::make_unique<NcclComm>(pc.tp.mpi(), pc.tp.describe(), stream, false));
   pc.embed.set_device_comm(
       std::make_unique<NcclComm>(pc.embed.mpi(), pc.embed.describe(), stream, false));
+  // Context parallelism: the ring (point-to-point) and the gradient replicas (dp x cp).
+  pc.cp.set_device_comm(std::make_unique<NcclComm>(pc.cp.mpi(), pc.cp.describe(), stream, true));
+  if (pc.grid.size(Axis::CP) > 1)
+    pc.dpcp.set_device_comm(
+        std::make_unique<NcclComm>(pc.dpcp.mpi(), pc.dpcp.describe(), stream, false));
 }
 
 void detach_nccl(ParallelCtx& pc) {
-  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed}) c->set_device_comm(nullptr);
+  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
+    c->set_device_comm(nullptr);
 }
 
 std::vector<std::string> visible_gpu_ids() {

@@ -12,7 +12,7 @@ namespace {
 Comm split_axis(MPI_Comm world, const Grid& grid, int rank, Axis axis) {
   Coord c = grid.coord_of(rank);
   Coord base = c;
-  (axis == Axis::DP ? base.dp : axis == Axis::PP ? base.pp : base.tp) = 0;
+  base.at(axis) = 0;
   int color = grid.rank_of(base);
   MPI_Comm sub;
   LOOM_MPI(MPI_Comm_split(world, color, c[axis], &sub));
@@ -52,6 +52,17 @@ std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world)
   ctx->dp = split_axis(world, grid, ctx->rank, Axis::DP);
   ctx->pp = split_axis(world, grid, ctx->rank, Axis::PP);
   ctx->tp = split_axis(world, grid, ctx->rank, Axis::TP);
+  ctx->cp = split_axis(world, grid, ctx->rank, Axis::CP);
+  // Gradient replicas: with context parallelism the dp x cp ranks of the same (pp, tp), ordered
+  // dp-major; without it the dp communicator itself.
+  const int ncp = grid.size(Axis::CP);
+  if (ncp > 1) {
+    Coord base = ctx->coord;
+    base.dp = base.cp = 0;
+    MPI_Comm rep;
+    LOOM_MPI(MPI_Comm_split(world, grid.rank_of(base), ctx->coord.dp * ncp + ctx->coord.cp, &rep));
+    ctx->dpcp = Comm(rep, "dp x cp");
+  }
 
   // Embedding group: stage 0 and stage pp-1 of the same (dp, tp); everyone else alone.
   int npp = grid.size(Axis::PP);

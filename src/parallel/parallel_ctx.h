@@ -14,13 +14,19 @@ struct ParallelCtx {
   Grid grid{1, 1, 1};
   int rank = 0;
   Coord coord;
-  Comm world, dp, pp, tp;
+  Comm world, dp, pp, tp, cp;
+  Comm dpcp;   // cp > 1 only: the dp x cp ranks of the same (pp, tp), dp-major (see replicas())
   Comm embed;  // first and last pipeline stage of the same (dp, tp); size 1 when pp == 1
   int local_rank = 0, local_size = 1;  // within the node (MPI_Comm_split_type SHARED)
   int gpu = -1;  // device: cuda: the CUDA device of this rank (gpus_for_ranks); -1 on cpu
   std::string host;
   std::vector<std::string> hosts;  // every world rank's host, by world rank
 
+  // The ranks that hold the same parameters and sum their gradients (ZeRO shards over them):
+  // dp, or dp x cp with context parallelism; replica_index() is this rank's place among them.
+  Comm& replicas() { return grid.size(Axis::CP) > 1 ? dpcp : dp; }
+  const Comm& replicas() const { return grid.size(Axis::CP) > 1 ? dpcp : dp; }
+  int replica_index() const { return coord.dp * grid.size(Axis::CP) + coord.cp; }
   bool first_stage() const { return coord.pp == 0; }
   bool last_stage() const { return coord.pp == grid.size(Axis::PP) - 1; }
 };

@@ -44,12 +44,6 @@ std::string rpad(const std::string& s, size_t w) {
 
 size_t digits(int v) { return std::to_string(v).size(); }
 
-std::string order_text(const Grid& grid) {
-  std::string out;
-  for (Axis a : grid.order()) out += (out.empty() ? "" : "-") + std::string(axis_name(a));
-  return out;
-}
-
 }  // namespace
 
 std::string int_ranges(const std::vector<int>& r) {
@@ -202,8 +196,10 @@ std::vector<std::string> format_rank_map(const Grid& grid, const std::vector<std
     return gpus.empty() || gpus[size_t(r)] < 0 ? std::string("-") : std::to_string(gpus[size_t(r)]);
   };
   std::vector<std::string> out;
+  const bool cp = grid.size(Axis::CP) > 1;
   out.push_back(str("grid dp", grid.size(Axis::DP), " x pp", grid.size(Axis::PP), " x tp",
-                    grid.size(Axis::TP), " = ", plural(n, "rank", "ranks"), " on ",
+                    grid.size(Axis::TP), cp ? str(" x cp", grid.size(Axis::CP)) : "", " = ",
+                    plural(n, "rank", "ranks"), " on ",
                     plural(long(nodes.size()), "host", "hosts"), ", rank order ", order_text(grid),
                     " (first axis innermost)"));
   if (n <= max_rows) {
@@ -214,14 +210,16 @@ std::vector<std::string> format_rank_map(const Grid& grid, const std::vector<std
     const size_t dw = std::max<size_t>(2, digits(grid.size(Axis::DP) - 1));
     const size_t pw = std::max<size_t>(2, digits(grid.size(Axis::PP) - 1));
     const size_t tw = std::max<size_t>(2, digits(grid.size(Axis::TP) - 1));
+    const size_t cw = std::max<size_t>(2, digits(grid.size(Axis::CP) - 1));
     out.push_back("  " + lpad("rank", rw) + "  " + rpad("host", hw) + "  " + lpad("gpu", gw) +
                   "  " + lpad("dp", dw) + "  " + lpad("pp", pw) + "  " + lpad("tp", tw) +
-                  "  local rank");
+                  (cp ? "  " + lpad("cp", cw) : "") + "  local rank");
     for (int r = 0; r < n; ++r) {
       const Coord c = grid.coord_of(r);
       out.push_back("  " + lpad(std::to_string(r), rw) + "  " + rpad(hosts[size_t(r)], hw) + "  " +
                     lpad(gpu_text(r), gw) + "  " + lpad(std::to_string(c.dp), dw) + "  " +
-                    lpad(std::to_string(c.pp), pw) + "  " + lpad(std::to_string(c.tp), tw) + "  " +
+                    lpad(std::to_string(c.pp), pw) + "  " + lpad(std::to_string(c.tp), tw) +
+                    (cp ? "  " + lpad(std::to_string(c.cp), cw) : "") + "  " +
                     lpad(std::to_string(local[size_t(r)]), 10));
     }
     return out;

@@ -143,7 +143,11 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
                     " x d_model ", m.d_model, ", mlp ", m.ffn(), ", vocab ", vocab, ", seq_len ",
                     m.seq_len, " | ", format_count(double(params)), " parameters | ",
                     format_count(flops_per_token), " training FLOPs/token"));
-  out.push_back(str("parallel dp", run.dp(), " x pp", run.pp(), " x tp", run.tp(), " = ",
+  out.push_back(str("parallel dp", run.dp(), " x pp", run.pp(), " x tp", run.tp(),
+                    run.cp() > 1 ? str(" x cp", run.cp(), " (", m.seq_len / run.cp(),
+                                       " tokens of each sequence per rank)")
+                                 : "",
+                    " = ",
                     run.grid().world(), " ranks | ", schedule_name(run.schedule()), " schedule, ",
                     run.microbatches(), " micro-batches of ", run.micro_batch(),
                     " sequences per data-parallel rank | ZeRO stage ", run.zero_stage()));

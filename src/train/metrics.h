@@ -24,7 +24,8 @@ struct TrainMetrics {
   bool skipped = false;
   // Optional per-step time breakdown of this rank (log.timers), written as "time": {...} after
   // the contract keys, in milliseconds: forward, backward, optimizer, tp_comm, pp_wait,
-  // dp_comm, other (norm/loss reductions and everything else).
+  // dp_comm, cp_comm (with context parallelism only), other (norm/loss reductions and
+  // everything else).
   std::vector<std::pair<std::string, double>> time_ms;
 };
 // {"step","loss","lr","grad_norm","tokens","step_ms","tokens_per_s","mfu","mem_peak_bytes"}

@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "model/context_attention.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
 #include "train/device_fit.h"
@@ -106,6 +107,20 @@ void Trainer::build() {
       valid_ = [this](int64_t first, int rows, int32_t* in, int32_t* tg) {
         data_->valid_batch(first, rows, in, tg);
       };
+  }
+  if (run_->cp() > 1) {  // this rank's share of every sequence (model/context_attention.h)
+    auto share = [this](SampleFn full) -> SampleFn {
+      if (!full) return full;
+      const int T = run_->dims().T, cp = run_->cp(), r = pc_.coord.cp;
+      return [full, T, cp, r](int64_t first, int rows, int32_t* in, int32_t* tg) {
+        std::vector<int32_t> a(size_t(rows) * size_t(T) * size_t(cp)), b(a.size());
+        full(first, rows, a.data(), b.data());
+        take_cp_rows(in, a.data(), rows, T, cp, r);
+        take_cp_rows(tg, b.data(), rows, T, cp, r);
+      };
+    };
+    samples_ = share(samples_);
+    valid_ = share(valid_);
   }
   flops_per_token_ = flops_per_token(cfg.model);
 }
@@ -323,20 +338,19 @@ void Trainer::print_breakdown(int steps) {
   const auto& t = timers_.totals();
   auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
   // Only time inside train_step counts (not evaluation or checkpoint saves).
-  double v[7] = {total("step"),      0,
-                 total("optimizer"), total("tp_comm"),
-                 total("pp_wait"),   total("dp_comm"),
-                 total("world_comm")};
-  v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6];  // compute
-  pc_.world.all_reduce(v, 7, ReduceOp::Sum);
+  double v[8] = {total("step"),    0, total("optimizer"),  total("tp_comm"),
+                 total("pp_wait"), total("dp_comm"), total("world_comm"), total("cp_comm")};
+  v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6] - v[7];  // compute
+  pc_.world.all_reduce(v, 8, ReduceOp::Sum);
   for (double& x : v) x /= double(steps) * pc_.world.size();
   auto pct = [&](double x) { return 100.0 * x / v[0]; };
   char line[512];
   std::snprintf(line, sizeof line,
                 "time per step (mean over ranks): %.1f ms = compute %.1f%% + optimizer %.1f%% + "
                 "tp comm %.1f%% + pp wait (bubble + transfer) %.1f%% + dp comm %.1f%% + "
-                "norm/loss reduce %.1f%%",
-                v[0], pct(v[1]), pct(v[2]), pct(v[3]), pct(v[4]), pct(v[5]), pct(v[6]));
+                "norm/loss reduce %.1f%%%s",
+                v[0], pct(v[1]), pct(v[2]), pct(v[3]), pct(v[4]), pct(v[5]), pct(v[6]),
+                run_->cp() > 1 ? str(" + cp ring ", pct(v[7]), "%").c_str() : "");
   info(line);
   const int P = run_->pp(), m = run_->microbatches(), V = run_->virtual_stages();
   if (P > 1) {

@@ -87,7 +87,7 @@ class Trainer {
   void log_step(const StepStats& s);
   void print_breakdown(int steps);
   void print_memory();
-  std::array<double, 4> comm_busy() const;
+  std::array<double, 5> comm_busy() const;
   bool last_step_skipped() const;  // dynamic loss scaling: the last step run overflowed
   struct PendingStep;
   void step_body(float dloss, PendingStep* p);
@@ -118,7 +118,7 @@ class Trainer {
     bool timed = false;  // its passes have timing marks (the breakdown of log.timers)
     double lr = 0, loss_scale = 0;
     int begin = 0, opt_begin = -1, opt_end = -1, end = 0;  // Backend timing marks (-1: none)
-    std::array<double, 4> busy0{}, busy1{};                // comm_busy() at begin and end
+    std::array<double, 5> busy0{}, busy1{};                // comm_busy() at begin and end
   };
   std::vector<PendingStep> pending_;
   Stopwatch since_read_;  // wall clock since the last step_stats()

@@ -22,10 +22,11 @@ bool fault_nan_grads(int step) {
 }
 }  // namespace
 
-// Milliseconds each communicator has spent blocked so far: tp, pp, dp + embed, world.
-std::array<double, 4> Trainer::comm_busy() const {
-  return {pc_.tp.busy_ms(), pc_.pp.busy_ms(), pc_.dp.busy_ms() + pc_.embed.busy_ms(),
-          pc_.world.busy_ms()};
+// Milliseconds each communicator has spent blocked so far: tp, pp, gradient replicas (dp, or
+// dp x cp) + embed, world, cp (the ring attention).
+std::array<double, 5> Trainer::comm_busy() const {
+  return {pc_.tp.busy_ms(), pc_.pp.busy_ms(), pc_.replicas().busy_ms() + pc_.embed.busy_ms(),
+          pc_.world.busy_ms(), pc_.cp.busy_ms()};
 }
 
 // Enqueues the step: nothing waits for the device (cuda) except, under dynamic loss scaling,
@@ -137,24 +138,25 @@ StepStats Trainer::step_stats() {
   // Throughput from the wall clock over the steps read now; the breakdown from the device.
   s.step_ms = wall_ms / double(pending_.size());
   timers_.add("step", wall_ms);
-  const char* axes[4] = {"tp_comm", "pp_wait", "dp_comm", "world_comm"};
+  const char* axes[5] = {"tp_comm", "pp_wait", "dp_comm", "world_comm", "cp_comm"};
   for (const PendingStep& p : pending_) {
     if (p.opt_begin >= 0) timers_.add("optimizer", be.mark_ms(p.opt_begin, p.opt_end));
-    for (size_t i = 0; i < 4; ++i) timers_.add(axes[i], p.busy1[i] - p.busy0[i]);
+    for (size_t i = 0; i < 5; ++i) timers_.add(axes[i], p.busy1[i] - p.busy0[i]);
   }
   if (last.timed) {  // the last step's breakdown (log.timers; not for a captured step)
     double fwd = exec_->forward_ms(), bwd = exec_->backward_ms();
     double opt = be.mark_ms(last.opt_begin, last.opt_end);
     double step_ms = be.mark_ms(last.begin, last.end);
     double tp = last.busy1[0] - last.busy0[0], pp = last.busy1[1] - last.busy0[1];
-    double dp = last.busy1[2] - last.busy0[2];
+    double dp = last.busy1[2] - last.busy0[2], cp = last.busy1[4] - last.busy0[4];
     s.time_ms = {{"forward", fwd},
                  {"backward", bwd},
                  {"optimizer", opt},
                  {"tp_comm", tp},
                  {"pp_wait", pp},
-                 {"dp_comm", dp},
-                 {"other", step_ms - fwd - bwd - opt - tp - pp - dp}};
+                 {"dp_comm", dp}};
+    if (run_->cp() > 1) s.time_ms.push_back({"cp_comm", cp});
+    s.time_ms.push_back({"other", step_ms - fwd - bwd - opt - tp - pp - dp - cp});
   }
   pending_.clear();
   return s;

@@ -52,8 +52,10 @@ SampleFn synthetic_samples(int vocab, int seq_len) {
 }
 
 // AdamW's first moment after step 1 is (1 - beta1) times the clipped gradient. Each DP rank
-// holds the moments of its ZeRO shard (all of them at stage 0); summing the shards over DP
-// (each element is non-zero on one rank only, so the sum is exact) gives the whole flat buffer.
+// holds the moments of its ZeRO shard (all of them at stage 0); summing the shards over the
+// replicas (dp, or dp x cp)
+// (each element is non-zero on one rank only, so the sum is exact) gives the whole flat
+// buffer.
 std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer, ParallelCtx& pc,
                                                                 double beta1) {
   const ParamLayout& layout = trainer.layout();
@@ -66,13 +68,14 @@ std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer
   opt.backend().to_host(m.data(), opt.m(), m.size() * sizeof(float));
   for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(m[i - r.lo]) / (1.0 - beta1));
   // A host buffer: straight through MPI (on cuda the Comm's buffers are device memory).
-  if (opt.stage() > 0 && pc.dp.size() > 1)
-    MPI_Allreduce(MPI_IN_PLACE, flat.data(), int(flat.size()), MPI_FLOAT, MPI_SUM, pc.dp.mpi());
+  Comm& replicas = pc.replicas();
+  if (opt.stage() > 0 && replicas.size() > 1)
+    MPI_Allreduce(MPI_IN_PLACE, flat.data(), int(flat.size()), MPI_FLOAT, MPI_SUM, replicas.mpi());
   return gather_canonical(layout, flat.data(), pc);
 }
 
 RunResult run_layout(const Config& cfg, MPI_Comm world, SampleFn samples) {
-  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
+  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order, cfg.parallel.cp);
   auto pc = make_parallel_ctx(grid, world);
   Trainer trainer(cfg, *pc,
                   samples ? samples : synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
@@ -132,7 +135,7 @@ const RunResult& single_rank_run(const Config& base) {
 
 std::optional<RunResult> expect_equals_single_rank(const Config& c, const Config& base,
                                                    const std::string& name) {
-  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp, rank = world_rank();
+  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp * c.parallel.cp, rank = world_rank();
   Config v = c;  // the layout rules (the synthetic samples need no data files)
   v.data.train = {{"synthetic", 1.0}};
   v.model.vocab_size = std::max(v.model.vocab_size, 257);  // the byte tokenizer's minimum

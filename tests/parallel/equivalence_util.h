@@ -30,7 +30,7 @@ struct RunResult {
   MemoryReport memory;                             // this rank's buffers
 };
 
-// Trains cfg for cfg.train.steps steps on the ranks of `world` (its size = dp*pp*tp).
+// Trains cfg for cfg.train.steps steps on the ranks of `world` (its size = dp*pp*tp*cp).
 RunResult run_layout(const Config& cfg, MPI_Comm world, SampleFn samples = {});
 
 // How far two runs of the same training are apart, in the units of the reorder tolerance
@@ -47,7 +47,7 @@ RunDiff compare_runs(const RunResult& got, const RunResult& ref, int d_model);
 // The single-rank run of `base` (MPI_COMM_SELF), computed once per config and kept.
 const RunResult& single_rank_run(const Config& base);
 
-// Trains `c` (a layout of base's model) on the first dp*pp*tp ranks of MPI_COMM_WORLD after
+// Trains `c` (a layout of base's model) on the first dp*pp*tp*cp ranks of MPI_COMM_WORLD after
 // checking it against validate()'s layout rules, and EXPECTs on rank 0 that it equals base's
 // single-rank run within the reorder class (expect_reorder_equal, `name` in its line). Returns
 // the run on rank 0, nothing on the other ranks or when the layout is invalid (a failure).

@@ -61,5 +61,27 @@ TEST(Grid, MalformedOrderIsAUserError) {
   EXPECT_THROW(Grid(1, 1, 1, "tp-dp-xx"), UserError);
 }
 
+TEST(Grid, ContextAxisFollowsTpUnlessNamed) {
+  // dp 2, pp 2, tp 2, cp 2 in the default order: rank = tp + 2 * (cp + 2 * (dp + 2 * pp)).
+  Grid g(2, 2, 2, "tp-dp-pp", 2);
+  EXPECT_EQ(g.size(), 16);
+  for (int r = 0; r < 16; ++r) {
+    const Coord c = g.coord_of(r);
+    EXPECT_EQ(r, c.tp + 2 * (c.cp + 2 * (c.dp + 2 * c.pp)));
+    EXPECT_EQ(g.rank_of(c), r);
+  }
+  EXPECT_EQ(g.group_ranks(Axis::CP, 5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(order_text(g), "tp-cp-dp-pp");
+  EXPECT_EQ(g.describe(7), "dp1 pp0 tp1 cp1");  // 7 = 1 + 2 * (1 + 2 * 1)
+  // Named: cp outermost.
+  Grid h(2, 1, 2, "tp-dp-pp-cp", 2);
+  EXPECT_EQ(h.coord_of(4), (Coord{0, 0, 0, 1}));
+  EXPECT_EQ(h.group_ranks(Axis::CP, 1), (std::vector<int>{1, 5}));
+  // Without context parallelism the text and the numbering are the three-axis ones.
+  EXPECT_EQ(order_text(Grid(2, 2, 2)), "tp-dp-pp");
+  EXPECT_EQ(Grid(2, 2, 2).describe(3), "dp1 pp0 tp1");
+  EXPECT_THROW(Grid(1, 1, 1, "tp-cp-dp-cp"), UserError);
+}
+
 }  // namespace
 }  // namespace loom
