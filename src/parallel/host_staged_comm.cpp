@@ -76,6 +76,9 @@ HostStagedComm::HostStagedComm(MPI_Comm comm, const std::string& what, Backend& 
 HostStagedComm::~HostStagedComm() {
   // After an error a peer may never receive: drop the sends instead of waiting for them, and
   // leave the communicator (freeing it may wait for peers that are gone).
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
   const bool clean = std::uncaught_exceptions() == 0;
   for (auto& pool : staging_)
     for (Staged& s : pool)
