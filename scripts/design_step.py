@@ -108,7 +108,9 @@ STEP_ORDER = [
         "row_parallel_residual(", "norm_forward(", "matmul_forward(", "swiglu_forward(",
         "gelu_forward(", "row_parallel_residual("]),
     ("src/model/block.cpp", "void row_parallel_residual(", [
-        "matmul_forward(", "tp.all_reduce(", "bias_residual("]),
+        "matmul_forward(", "reduce_residual("]),
+    ("src/model/block.cpp", "void reduce_residual(", [
+        "tp.all_reduce(", "bias_residual("]),
     ("src/model/gpt_stage.cpp", "void GPTStage::head(", [
         "norm_forward(", "classifier_forward(", "ReduceOp::Max", "ReduceOp::Sum",
         "ce_loss(", "classifier_backward(", "pc_.tp.all_reduce(", "norm_backward("]),

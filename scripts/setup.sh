@@ -19,6 +19,9 @@ PKGS=(
   libgtest-dev
   libboost-context-dev
   python3 python3-numpy python3-h5py python3-matplotlib
+  # Google's protobuf runtime: a second, independent decoder of the TensorBoard event files in
+  # tests/train/check_tensorboard.py (loom itself encodes them without it).
+  python3-protobuf
   # Slurm 22.05 (controller, node daemon, sbatch/srun/salloc) and munge, its authentication:
   # the two-node test cluster of scripts/slurm/test_cluster.sh (ctest -L slurm).
   slurmctld slurmd slurm-client munge

@@ -12,6 +12,43 @@ void Backend::capture_begin() {
 void Backend::capture_end() { capture_begin(); }
 void Backend::replay() { capture_begin(); }
 
+// Mixture-of-Experts routing: the cpu backend's (validate() refuses MoE on other devices).
+namespace {
+[[noreturn]] void no_moe(const Backend& be) {
+  throw InternalError(str("Mixture-of-Experts routing on the ", be.describe(), " backend"));
+}
+}  // namespace
+void Backend::moe_router_forward(float*, float*, int32_t*, float*, const float*,
+                                 const cpu::MoeDims&) {
+  no_moe(*this);
+}
+int Backend::moe_plan(int32_t*, int32_t*, int32_t*, int32_t*, const int32_t*,
+                      const cpu::MoeDims&) {
+  no_moe(*this);
+}
+void Backend::moe_gather_rows(void*, const void*, const int32_t*, int, int) { no_moe(*this); }
+void Backend::moe_combine(void*, const void*, const void*, const int32_t*, const int32_t*,
+                          const float*, const cpu::MoeDims&, int) {
+  no_moe(*this);
+}
+void Backend::moe_combine_backward(void*, float*, float*, const void*, const void*, const void*,
+                                   const int32_t*, const int32_t*, const float*,
+                                   const cpu::MoeDims&, int) {
+  no_moe(*this);
+}
+void Backend::moe_scatter_add_rows(void*, const void*, const int32_t*, int, int) {
+  no_moe(*this);
+}
+void Backend::moe_losses(double*, const float*, const float*, const int32_t*, const cpu::MoeDims&,
+                         double, double, double, double) {
+  no_moe(*this);
+}
+void Backend::moe_router_backward(float*, const float*, const float*, const int32_t*,
+                                  const int32_t*, const float*, const int32_t*,
+                                  const cpu::MoeDims&, double, double, double, double) {
+  no_moe(*this);
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& dtype,
                                       int gpu) {
   const DType act = parse_train_dtype(dtype);

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "kernels/adamw.h"
 #include "kernels/attention_ring.h"
+#include "kernels/moe.h"
 #include "kernels/step_state.h"
 
 namespace loom {
@@ -157,6 +158,29 @@ class Backend {
   // rows x width bytes from src (rows `spitch` bytes apart) to dst (`dpitch` apart).
   virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t rows) = 0;
+  // Mixture-of-Experts routing (kernels/moe.h; docs/moe.md): fp32 router state, int32 plans,
+  // act-dtype rows. Implemented by the cpu backend; others throw (validate() refuses MoE there).
+  // moe_plan returns the kept rows M (read back to the host: the expert GEMMs need the counts).
+  virtual void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
+                                  const float* logits, const cpu::MoeDims& d);
+  virtual int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
+                       const int32_t* choice, const cpu::MoeDims& d);
+  virtual void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C);
+  virtual void moe_combine(void* out, const void* y, const void* bias, const int32_t* slot,
+                           const int32_t* choice, const float* gate, const cpu::MoeDims& d,
+                           int C);
+  virtual void moe_combine_backward(void* dy, float* dgate, float* dbias, const void* dout,
+                                    const void* y, const void* bias, const int32_t* slot,
+                                    const int32_t* choice, const float* gate,
+                                    const cpu::MoeDims& d, int C);
+  virtual void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M, int C);
+  virtual void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,
+                          const cpu::MoeDims& d, double aux_coef, double z_coef,
+                          double seq_weight, double tok_weight);
+  virtual void moe_router_backward(float* dlogits, const float* probs, const float* lse,
+                                   const int32_t* choice, const int32_t* slot, const float* dgate,
+                                   const int32_t* counts, const cpu::MoeDims& d, double aux_coef,
+                                   double z_coef, double seq_weight, double tok_weight);
   // out (N, C) = resid + (partial + bias (C)): the row-parallel projection's epilogue.
   virtual void bias_residual(void* out, const void* resid, const void* partial, const void* bias,
                              int N, int C) = 0;

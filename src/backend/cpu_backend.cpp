@@ -16,6 +16,7 @@
 #include "kernels/global_norm.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/moe.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -131,6 +132,44 @@ class CpuBackend final : public Backend {
                                     const cpu::RingDims& d, float* work) override {
     cpu::ring_attention_backward_step(dq, dk, dv, F(dout), F(q), F(k), F(v), lse, delta, qpos,
                                       kpos, d, work);
+  }
+  void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
+                          const float* logits, const cpu::MoeDims& d) override {
+    cpu::moe_router_forward(probs, lse, choice, gate, logits, d);
+  }
+  int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
+               const int32_t* choice, const cpu::MoeDims& d) override {
+    return cpu::moe_plan(slot, offsets, rows, counts, choice, d);
+  }
+  void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C) override {
+    cpu::moe_gather_rows(out, x, rows, M, C, sizeof(float));
+  }
+  void moe_combine(void* out, const void* y, const void* bias, const int32_t* slot,
+                   const int32_t* choice, const float* gate, const cpu::MoeDims& d,
+                   int C) override {
+    cpu::moe_combine(F(out), F(y), F(bias), slot, choice, gate, d, C);
+  }
+  void moe_combine_backward(void* dy, float* dgate, float* dbias, const void* dout, const void* y,
+                            const void* bias, const int32_t* slot, const int32_t* choice,
+                            const float* gate, const cpu::MoeDims& d, int C) override {
+    cpu::moe_combine_backward(F(dy), dgate, dbias, F(dout), F(y), F(bias), slot, choice, gate, d,
+                              C);
+  }
+  void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M,
+                            int C) override {
+    cpu::moe_scatter_add_rows(F(dx), F(dxp), rows, M, C);
+  }
+  void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,
+                  const cpu::MoeDims& d, double aux_coef, double z_coef, double seq_weight,
+                  double tok_weight) override {
+    cpu::moe_losses(acc, probs, lse, counts, d, aux_coef, z_coef, seq_weight, tok_weight);
+  }
+  void moe_router_backward(float* dlogits, const float* probs, const float* lse,
+                           const int32_t* choice, const int32_t* slot, const float* dgate,
+                           const int32_t* counts, const cpu::MoeDims& d, double aux_coef,
+                           double z_coef, double seq_weight, double tok_weight) override {
+    cpu::moe_router_backward(dlogits, probs, lse, choice, slot, dgate, counts, d, aux_coef, z_coef,
+                             seq_weight, tok_weight);
   }
   void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                size_t rows) override {

@@ -1,18 +1,23 @@
-// Canonical weights: shard-wise reads (HDF5 hyperslabs or safetensors blocks), and a
-// gather-to-rank-0 writer of either format.
+// Canonical weights: shard-wise reads (HDF5 hyperslabs or safetensors blocks), and a chunked
+// gather-to-rank-0 writer of either format (ckpt/gather_chunks.h, ckpt/stream_writers.h).
 #include "ckpt/canonical.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/file_util.h"
+#include "ckpt/gather_chunks.h"
 #include "ckpt/hdf5_util.h"
 #include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/safetensors_index.h"
+#include "ckpt/stream_writers.h"
 #include "core/check.h"
 
 namespace loom {
@@ -105,79 +110,60 @@ void load_canonical(const std::string& path, const ParamLayout& layout, float* p
 }
 
 namespace {
-// Wire format of one shard block: this header, the name, then rows x cols floats.
-struct BlockHeader {
-  uint32_t name_len;
-  int32_t ndim;
-  int64_t rows, cols;  // canonical shape
-  ShardBlock block;
-};
-
-void pack(std::vector<char>& out, const ParamSpec& p, const ShardBlock& b, const float* src) {
-  auto put = [&](const void* x, size_t n) {
-    const char* c = static_cast<const char*>(x);
-    out.insert(out.end(), c, c + n);
-  };
-  BlockHeader h{uint32_t(p.name.size()), p.ndim, p.rows, p.cols, b};
-  put(&h, sizeof h);
-  put(p.name.data(), p.name.size());
-  for (int64_t r = 0; r < b.rows; ++r)
-    put(src + (b.lrow + r) * p.lcols + b.lcol, size_t(b.cols) * 4);
+// Every canonical tensor of model m under its canonical name, sorted by name (file order).
+std::vector<OutTensor> canonical_outs(const ModelConfig& m) {
+  const ParamLayout whole(m, 1, 0, 1, 0);
+  std::vector<OutTensor> outs;
+  for (const ParamSpec& p : whole.params()) {
+    OutTensor t;
+    t.name = t.source = p.name;
+    t.shape = p.ndim == 1 ? std::vector<int64_t>{p.cols} : std::vector<int64_t>{p.rows, p.cols};
+    outs.push_back(std::move(t));
+  }
+  std::sort(outs.begin(), outs.end(),
+            [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
+  return outs;
 }
 
-// Rebuilds whole canonical tensors from the concatenated blocks of every rank.
-std::map<std::string, CanonicalTensor> unpack(const std::vector<char>& all) {
-  std::map<std::string, CanonicalTensor> tensors;
-  size_t pos = 0;
-  while (pos < all.size()) {
-    BlockHeader h;
-    std::memcpy(&h, &all[pos], sizeof h);
-    pos += sizeof h;
-    std::string name(&all[pos], h.name_len);
-    pos += h.name_len;
-    CanonicalTensor& t = tensors[name];
-    if (t.data.empty()) {
-      t.rows = h.rows, t.cols = h.cols, t.ndim = h.ndim;
-      t.data.assign(size_t(h.rows * h.cols), 0.0f);
-    }
-    const ShardBlock& b = h.block;
-    for (int64_t r = 0; r < b.rows; ++r) {
-      std::memcpy(&t.data[size_t((b.grow + r) * t.cols + b.gcol)], &all[pos], size_t(b.cols) * 4);
-      pos += size_t(b.cols) * 4;
-    }
-  }
-  return tensors;
+// The Hugging Face LlamaForCausalLM tensors of llama model m (ckpt/hf_llama.h), sorted by name.
+std::vector<OutTensor> llama_hf_outs(const ModelConfig& m) {
+  const ParamLayout whole(m, 1, 0, 1, 0);
+  std::vector<OutTensor> outs;
+  for (const ParamSpec& p : whole.params())
+    for (const HfPiece& piece : llama_hf_pieces(m, p.name))
+      outs.push_back({piece.name, hf_piece_shape(p.rows, p.ndim, piece), p.name, piece.col0,
+                      piece.transposed});
+  std::sort(outs.begin(), outs.end(),
+            [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
+  for (size_t i = 1; i < outs.size(); ++i)
+    LOOM_CHECK(outs[i - 1].name != outs[i].name, "HF tensor ", outs[i].name, " twice");
+  return outs;
+}
+
+// Rank 0's outcome, made known to every rank: a rank with its own error rethrows it; the
+// others throw one line pointing at rank 0's message.
+void agree_with_root(std::exception_ptr err, ParallelCtx& pc, const std::string& path) {
+  int bad = err ? 1 : 0;
+  LOOM_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, pc.world.mpi()));
+  if (err) std::rethrow_exception(err);
+  if (bad) throw UserError(str("writing '", path, "' failed on world rank 0 (see its message)"));
 }
 }  // namespace
 
 std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layout,
                                                         const float* params, ParallelCtx& pc) {
-  // Each tensor element is exported by exactly one rank: the first replica's (dp0, cp0) norm
-  // owner.
-  std::vector<char> mine;
-  if (pc.replica_index() == 0)
-    for (const ParamSpec& p : layout.params())
-      if (p.norm_owner)
-        for (const ShardBlock& b : layout.blocks(p)) pack(mine, p, b, params + p.offset);
-
-  int n = int(mine.size());
-  LOOM_CHECK(mine.size() < size_t(1) << 31, "export shard of ", mine.size(), " bytes");
-  std::vector<int> sizes(size_t(pc.world.size())), displs(sizes.size());
-  LOOM_MPI(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, pc.world.mpi()));
-  std::vector<char> all;
-  if (pc.rank == 0) {
-    size_t total = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      displs[i] = int(total);
-      total += size_t(sizes[i]);
+  const std::vector<OutTensor> outs = canonical_outs(layout.model());
+  std::map<std::string, CanonicalTensor> tensors;
+  gather_chunks(outs, layout, params, pc, [&](size_t i, const Rect& r, const float* v) {
+    const OutTensor& o = outs[i];
+    CanonicalTensor& t = tensors[o.name];
+    if (t.data.empty()) {
+      t.rows = o.rows(), t.cols = o.cols(), t.ndim = int(o.shape.size());
+      t.data.assign(size_t(t.rows * t.cols), 0.0f);
     }
-    LOOM_CHECK(total < size_t(1) << 31, "export of ", total, " bytes needs chunking");
-    all.resize(total);
-  }
-  LOOM_MPI(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE,
-                       0, pc.world.mpi()));
-  if (pc.rank != 0) return {};
-  return unpack(all);
+    std::copy(v, v + r.rows * r.cols, t.data.begin() + (r.row0 * t.cols + r.col0));
+  });
+  return tensors;
 }
 
 std::string hf_gpt2_config_json(const ModelConfig& m) {
@@ -210,32 +196,42 @@ std::string hf_gpt2_config_json(const ModelConfig& m) {
 
 void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
                     ParallelCtx& pc, const ModelConfig* model) {
-  std::map<std::string, CanonicalTensor> tensors = gather_canonical(layout, params, pc);
-  if (pc.rank != 0) return;
-  if (is_safetensors_path(path)) {
-    const bool llama = layout.model().llama();
-    if (llama) tensors = llama_to_hf(tensors, layout.model());
-    write_safetensors(path, tensors, {{"format", "pt"}});  // "pt": what transformers expects
-    if (model) {
-      size_t slash = path.find_last_of('/');
-      std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const bool safetensors = is_safetensors_path(path), llama = layout.model().llama();
+  const std::vector<OutTensor> outs =
+      safetensors && llama ? llama_hf_outs(layout.model()) : canonical_outs(layout.model());
+  // Rank 0 writes each chunk as it arrives: it never holds more than one chunk of the model.
+  std::unique_ptr<SafetensorsStreamWriter> st;
+  std::unique_ptr<Hdf5StreamWriter> h5w;
+  std::exception_ptr err;
+  try {
+    if (pc.rank == 0 && safetensors)  // "pt": the format transformers expects
+      st = std::make_unique<SafetensorsStreamWriter>(
+          path, outs, std::map<std::string, std::string>{{"format", "pt"}});
+    else if (pc.rank == 0)
+      h5w = std::make_unique<Hdf5StreamWriter>(path);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree_with_root(err, pc, path);
+  try {
+    gather_chunks(outs, layout, params, pc, [&](size_t i, const Rect& r, const float* v) {
+      if (st)
+        st->write(v, size_t(r.rows * r.cols));
+      else
+        h5w->write(outs[i], r, v);
+    });
+    if (st) st->commit();
+    if (h5w) h5w->commit();
+    if (pc.rank == 0 && safetensors && model) {
+      const size_t slash = path.find_last_of('/');
+      const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
       write_text_file_atomic(dir + "config.json",
                              llama ? hf_llama_config_json(*model) : hf_gpt2_config_json(*model));
     }
-    return;
+  } catch (...) {
+    err = std::current_exception();
   }
-  std::string tmp = path + ".tmp";
-  {
-    h5::Handle f = h5::create(tmp);
-    for (const auto& [name, t] : tensors) {
-      std::vector<hsize_t> shape = t.ndim == 1
-                                       ? std::vector<hsize_t>{hsize_t(t.cols)}
-                                       : std::vector<hsize_t>{hsize_t(t.rows), hsize_t(t.cols)};
-      h5::write_f32(f.get(), name, shape, t.data.data(), tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw UserError(str("cannot rename '", tmp, "' to '", path, "'"));
+  agree_with_root(err, pc, path);
 }
 
 }  // namespace loom

@@ -31,12 +31,15 @@ struct CanonicalTensor {
 };
 
 // Gathers every canonical tensor (from the dp-rank-0 replica) to world rank 0; other ranks get
-// an empty map. Collective over pc.world.
+// an empty map. Collective over pc.world; moved in chunks (ckpt/gather_chunks.h), so the model
+// may exceed 2 GiB, but the map holds all of it on rank 0: writers use save_canonical.
 std::map<std::string, CanonicalTensor> gather_canonical(const ParamLayout& layout,
                                                         const float* params, ParallelCtx& pc);
 
-// Gathers the parameters of the dp-rank-0 replica to world rank 0, which writes `path`
-// (under a temporary name, renamed when complete). Collective over the world communicator.
+// Gathers the parameters of the dp-rank-0 replica to world rank 0 one chunk at a time
+// (LOOM_GATHER_CHUNK_BYTES, ckpt/gather_chunks.h); rank 0 writes each chunk to `path` as it
+// arrives (under a temporary name, renamed when complete), holding one chunk, not the model.
+// Collective over the world communicator; when rank 0 cannot write, every rank throws.
 // A path ending in ".safetensors" is written as F32 safetensors; with `model` given, a Hugging
 // Face GPT-2 `config.json` is also written in the same directory (overwriting one there). A
 // llama model writes Hugging Face LlamaForCausalLM names and shapes and a LlamaForCausalLM

@@ -48,7 +48,9 @@ json model_json(const ModelConfig& m) {
           {"positions", m.positions()},
           {"rope_theta", m.rope_theta},
           {"norm_eps", m.norm_eps},
-          {"tie_embeddings", m.tie_embeddings}};
+          {"tie_embeddings", m.tie_embeddings},
+          {"num_experts", m.moe.num_experts},
+          {"top_k", m.moe.top_k}};
 }
 
 // Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to DP rank 0 as the whole flat

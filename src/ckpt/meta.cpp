@@ -116,6 +116,10 @@ CkptMeta read_checkpoint_meta(const std::string& dir) {
     m.rope_theta = f.number(f.get(model, "model", "rope_theta"), "model.rope_theta");
     m.norm_eps = f.number(f.get(model, "model", "norm_eps"), "model.norm_eps");
   }
+  if (model.contains("num_experts")) {
+    m.num_experts = int(f.integer(model["num_experts"], "model.num_experts", 0, INT_MAX));
+    m.top_k = int(f.integer(f.get(model, "model", "top_k"), "model.top_k", 0, INT_MAX));
+  }
   if (j.contains("config")) m.config = f.string(j["config"], "config");
 
   const json& files = f.get(j, "", "files");

@@ -41,6 +41,7 @@ struct CkptMeta {
   std::string arch = "gpt2";
   int kv_heads = 0, ffn = 0;
   double rope_theta = 10000.0, norm_eps = 1e-5;
+  int num_experts = 0, top_k = 0;  // Mixture of Experts; absent (dense) in earlier checkpoints
   std::string config;  // the resolved YAML config ("" when absent)
   std::vector<CkptFile> files;
   std::vector<CkptBlock> blocks;

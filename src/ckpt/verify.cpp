@@ -22,7 +22,8 @@ ResumePoint verify_checkpoint(const std::string& dir, const ModelConfig& model) 
       {"positions", {meta.positions, model.positions()}},
       {"tie_embeddings", {meta.tie_embeddings, model.tie_embeddings}},
       {"n_kv_head", {meta.kv_heads, model.kv_heads()}},
-      {"ffn_hidden", {meta.ffn, model.ffn()}}};
+      {"ffn_hidden", {meta.ffn, model.ffn()}},
+      {"moe.num_experts", {meta.num_experts, model.moe.num_experts}}};
   const char* fix = "; use a checkpoint of this model or set checkpoint.resume: none";
   if (meta.arch != model.arch)
     throw UserError(str("checkpoint '", dir, "' was made for model arch=", meta.arch,

@@ -68,12 +68,13 @@ int plan_kernels(const Args& a, const Config& cfg) {
           str("loom plan --kernels models one GPU from --gpu-flops, --gpu-bandwidth "
               "and --launch-us and prints text; drop ",
               other));
-  if (cfg.parallel.pp != 1 || cfg.parallel.dp > 1)
+  if (cfg.parallel.pp != 1 || cfg.parallel.dp > 1 || cfg.parallel.cp != 1)
     throw UserError(str(path,
                         ": loom plan --kernels models one pipeline stage of one "
-                        "data-parallel replica: parallel.pp is ",
-                        cfg.parallel.pp, " and parallel.dp ", cfg.parallel.dp,
-                        "; use --set parallel.pp=1 --set parallel.dp=1"));
+                        "data-parallel replica holding whole sequences: parallel.pp is ",
+                        cfg.parallel.pp, ", parallel.dp ", cfg.parallel.dp, " and parallel.cp ",
+                        cfg.parallel.cp,
+                        "; use --set parallel.pp=1 --set parallel.dp=1 --set parallel.cp=1"));
   const int mb = cfg.parallel.micro_batch_size, gb = cfg.train.global_batch_size;
   if (mb < 1 || gb < mb || gb % mb != 0)
     throw UserError(str(path, ": train.global_batch_size ", gb,

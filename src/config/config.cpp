@@ -1,4 +1,4 @@
-// YAML -> Config: file reading, --set overrides on the YAML tree, strict typed conversion, to_yaml.
+// YAML -> Config: file reading, --set overrides on the YAML tree, strict typed conversion.
 #include "config/config.h"
 
 #include <yaml-cpp/depthguard.h>
@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/config_text.h"
 #include "config/did_you_mean.h"
 #include "config/fields.h"
 #include "core/check.h"
@@ -48,24 +49,6 @@ std::string describe(const YAML::Node& n) {
   }
   if (scope.empty()) throw UserError(msg + "; valid top-level keys: " + join(candidates));
   throw UserError(msg + "; valid keys in '" + scope + "': " + join(candidates));
-}
-
-bool parse_integer(const std::string& s, long long& out) {
-  if (s.empty()) return false;
-  size_t i = (s[0] == '+' || s[0] == '-') ? 1 : 0;
-  if (i == s.size()) return false;
-  for (size_t j = i; j < s.size(); ++j)
-    if (s[j] < '0' || s[j] > '9') return false;
-  errno = 0;
-  out = std::strtoll(s.c_str(), nullptr, 10);
-  return errno != ERANGE;
-}
-
-bool parse_number(const std::string& s, double& out) {
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
-  char* end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size() && std::isfinite(out);
 }
 
 // Converts YAML nodes into Config members; errors name the source (the file, or --set for keys
@@ -119,6 +102,10 @@ class Converter {
     for (const auto& kv : node) {
       const std::string key = key_text(kv.first, section);
       if (!seen.insert(key).second) fail(section + "." + key, "duplicate key");
+      if (is_section(section + "." + key)) {  // a subsection: model.moe
+        convert_section(section + "." + key, kv.second, cfg);
+        continue;
+      }
       const Field* f = find_field(section, key);
       if (!f) unknown_key(where(section + "." + key), section, key, section_keys(section));
       convert_field(*f, kv.second, cfg);
@@ -264,9 +251,14 @@ std::string apply_override(YAML::Node& root, const std::string& text) {
   if (parts.size() > 1 && !is_section(parts[0]))
     throw UserError("--set: unknown key '" + path + "'; '" + parts[0] +
                     "' is a single value: use --set " + parts[0] + "=VALUE");
-  if (parts.size() > 2)
+  // section.key, or section.subsection.key (model.moe.top_k).
+  const bool sub = parts.size() == 3 && is_section(parts[0] + "." + parts[1]);
+  if (parts.size() > 3 || (parts.size() == 3 && !sub))
     throw UserError("--set: unknown key '" + path + "'; keys have the form section.key (e.g. " +
-                    "model.n_layer)");
+                    "model.n_layer) or section.subsection.key (e.g. model.moe.top_k)");
+  if (sub && !find_field(parts[0] + "." + parts[1], parts[2]))
+    unknown_key("--set", parts[0] + "." + parts[1], parts[2],
+                section_keys(parts[0] + "." + parts[1]));
   if (parts.size() == 2 && !find_field(parts[0], parts[1]))
     unknown_key("--set", parts[0], parts[1], section_keys(parts[0]));
 
@@ -291,24 +283,17 @@ std::string apply_override(YAML::Node& root, const std::string& text) {
       root[parts[0]] = YAML::Node(YAML::NodeType::Map);
       section = root[parts[0]];
     }
-    if (section.IsMap()) section[parts[1]] = value;
+    if (section.IsMap() && parts.size() == 2) section[parts[1]] = value;
+    if (section.IsMap() && parts.size() == 3) {
+      YAML::Node subsection = section[parts[1]];
+      if (!subsection.IsDefined() || subsection.IsNull()) {
+        section[parts[1]] = YAML::Node(YAML::NodeType::Map);
+        subsection = section[parts[1]];
+      }
+      if (subsection.IsMap()) subsection[parts[2]] = value;
+    }
   }
   return path;
-}
-
-// Writes a string so that any YAML reader reads it back as a string: text that a reader would
-// take for a bool, a null or a number ("true", "~", "1e3") is quoted.
-void emit_string(YAML::Emitter& out, const std::string& s) {
-  std::string l = s;
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  long long i = 0;
-  double d = 0;
-  const bool special = l == "true" || l == "false" || l == "yes" || l == "no" || l == "on" ||
-                       l == "off" || l == "y" || l == "n" || l == "null" || l == "~" ||
-                       l == ".inf" || l == "-.inf" || l == ".nan" || parse_integer(s, i) ||
-                       parse_number(s, d);
-  if (special) out << YAML::DoubleQuoted;
-  out << s;
 }
 
 Config convert(YAML::Node root, const std::vector<std::string>& overrides,
@@ -352,49 +337,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   text << in.rdbuf();
   if (in.bad()) throw UserError("cannot read config file '" + path + "': read error");
   return parse_config(text.str(), overrides, path);
-}
-
-std::string to_yaml(const Config& cfg_in) {
-  Config cfg = cfg_in;  // the field slots take a mutable Config
-  YAML::Emitter out;
-  out.SetBoolFormat(YAML::TrueFalseBool);
-  out << YAML::BeginMap;
-  std::string open;  // the section whose mapping is open
-  for (const Field& f : config_fields()) {
-    if (open != f.section) {
-      if (!open.empty()) out << YAML::EndMap;
-      open = f.section;
-      if (!open.empty()) out << YAML::Key << open << YAML::Value << YAML::BeginMap;
-    }
-    out << YAML::Key << f.key << YAML::Value;
-    const void* slot = f.slot(cfg);
-    switch (f.kind) {
-      case FieldKind::Int: out << *static_cast<const int*>(slot); break;
-      case FieldKind::UInt64:
-        out << std::to_string(*static_cast<const uint64_t*>(slot));
-        break;
-      case FieldKind::Double: out << format_double(*static_cast<const double*>(slot)); break;
-      case FieldKind::Bool: out << *static_cast<const bool*>(slot); break;
-      case FieldKind::String: emit_string(out, *static_cast<const std::string*>(slot)); break;
-      case FieldKind::IntList:
-        out << YAML::Flow << *static_cast<const std::vector<int>*>(slot);
-        break;
-      case FieldKind::Sources: {
-        const auto& sources = *static_cast<const std::vector<DataSource>*>(slot);
-        out << (sources.empty() ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
-        for (const auto& s : sources) {
-          out << YAML::Flow << YAML::BeginMap << YAML::Key << "prefix" << YAML::Value;
-          emit_string(out, s.prefix);
-          out << YAML::Key << "weight" << YAML::Value << format_double(s.weight) << YAML::EndMap;
-        }
-        out << YAML::EndSeq;
-        break;
-      }
-    }
-  }
-  if (!open.empty()) out << YAML::EndMap;
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace loom

@@ -12,6 +12,16 @@ struct RunConfig {
   std::string dir;  // "" -> runs/<name>
 };
 
+// Mixture of Experts (docs/moe.md): num_experts 0 is a dense model.
+struct MoeConfig {
+  int num_experts = 0;           // experts per MoE layer (every layer); 0: dense MLPs
+  int top_k = 2;                 // experts per token
+  double capacity_factor = 0.0;  // 0: dropless; > 0: ceil(f*T*k/E) assignments per expert and
+                                 // sequence, the rest dropped
+  double aux_loss_coef = 0.01;   // load-balancing loss (Switch/GShard form, per sequence)
+  double z_loss_coef = 0.0;      // router z-loss
+};
+
 struct ModelConfig {
   std::string arch = "gpt2";  // gpt2 | llama (RMSNorm, RoPE, SwiGLU, grouped-query attention)
   int n_layer = 12;
@@ -26,8 +36,10 @@ struct ModelConfig {
   double norm_eps = 1e-5;       // RMSNorm epsilon (llama); gpt2's LayerNorm uses 1e-5
   bool tie_embeddings = true;   // when absent from the file: true for gpt2, false for llama
   double dropout = 0.0;
+  MoeConfig moe;
 
   bool llama() const { return arch == "llama"; }
+  bool is_moe() const { return moe.num_experts > 0; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int head_dim() const { return n_head > 0 ? d_model / n_head : 0; }
   int ffn() const {
@@ -60,6 +72,7 @@ struct ParallelConfig {
                                    // rank, all-gather/reduce-scatter (docs/sequence-parallel.md)
   int cp = 1;  // context parallel: ranks splitting each sequence, ring attention
                // (docs/context-parallel.md)
+  int ep = 1;  // expert parallel: ranks splitting the experts (Mixture of Experts)
 };
 
 struct TrainConfig {

@@ -1,6 +1,7 @@
 // The config schema as data: one row per YAML key, naming its section, key, type and struct slot.
 #include "config/fields.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,10 +30,16 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(model, norm_eps, Double),
       LOOM_FIELD(model, tie_embeddings, Bool),
       LOOM_FIELD(model, dropout, Double),
+      LOOM_FIELD(model.moe, num_experts, Int),
+      LOOM_FIELD(model.moe, top_k, Int),
+      LOOM_FIELD(model.moe, capacity_factor, Double),
+      LOOM_FIELD(model.moe, aux_loss_coef, Double),
+      LOOM_FIELD(model.moe, z_loss_coef, Double),
       LOOM_FIELD(parallel, tp, Int),
       LOOM_FIELD(parallel, pp, Int),
       LOOM_FIELD(parallel, dp, Int),
       LOOM_FIELD(parallel, cp, Int),
+      LOOM_FIELD(parallel, ep, Int),
       LOOM_FIELD(parallel, micro_batch_size, Int),
       LOOM_FIELD(parallel, schedule, String),
       LOOM_FIELD(parallel, order, String),
@@ -91,7 +98,9 @@ const std::vector<std::string>& top_level_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
     for (const auto& f : config_fields()) {
-      const std::string name = *f.section ? f.section : f.key;
+      // The part before the first dot: a subsection (model.moe) belongs to its section.
+      const std::string section = f.section;
+      const std::string name = *f.section ? section.substr(0, section.find('.')) : f.key;
       if (out.empty() || out.back() != name) out.push_back(name);
     }
     return out;
@@ -107,8 +116,15 @@ bool is_section(const std::string& name) {
 
 std::vector<std::string> section_keys(const std::string& section) {
   std::vector<std::string> out;
-  for (const auto& f : config_fields())
-    if (section == f.section) out.push_back(f.key);
+  for (const auto& f : config_fields()) {
+    const std::string sec = f.section;
+    if (section == sec) out.push_back(f.key);
+    // A subsection's name among its section's keys (once): "moe" in "model".
+    if (!section.empty() && sec.rfind(section + ".", 0) == 0) {
+      const std::string sub = sec.substr(section.size() + 1);
+      if (std::find(out.begin(), out.end(), sub) == out.end()) out.push_back(sub);
+    }
+  }
   return out;
 }
 

@@ -302,7 +302,6 @@ void check_not_yet_implemented(const Config& cfg, Checker& c) {
   if (cfg.train.eval_interval > 0 && cfg.data.valid.empty() && cfg.data.split.empty())
     c.add(str("train.eval_interval: ", cfg.train.eval_interval,
               " needs validation data; set data.valid or data.split, or eval_interval: 0"));
-  if (cfg.log.tensorboard) c.add("log.tensorboard: true is not supported yet; set false");
   if (cfg.device == "cuda" && cfg.model.n_head > 0 && cfg.model.d_model % cfg.model.n_head == 0) {
     const int hs = cfg.model.d_model / cfg.model.n_head;
     if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
@@ -324,6 +323,7 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   check_train(cfg, dp, c);
   check_virtual_stages(cfg, dp, c);
   check_context_parallel(cfg, c);
+  check_moe_layout(cfg, c);
   check_optimizer(cfg.optimizer, cfg.train.dtype, c);
   check_data(cfg, c);
   check_tokenizer(cfg, c);

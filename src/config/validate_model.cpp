@@ -1,4 +1,6 @@
 // validate()'s checks of the model section: sizes, and the keys of the gpt2 and llama families.
+#include <algorithm>
+
 #include "config/checker.h"
 
 namespace loom::validation {
@@ -42,6 +44,22 @@ void check_family(const ModelConfig& m, Checker& c) {
               " has no effect on llama (RoPE has no position table); remove it"));
 }
 
+// model.moe.* (docs/moe.md).
+void check_moe(const MoeConfig& moe, Checker& c) {
+  c.at_least("model.moe.num_experts", moe.num_experts, 0,
+             "set the experts per layer, or 0 for a dense model");
+  if (moe.num_experts <= 0) return;
+  if (moe.top_k < 1 || moe.top_k > moe.num_experts)
+    c.add(str("model.moe.top_k: ", moe.top_k, " must be between 1 and model.moe.num_experts=",
+              moe.num_experts, "; choose e.g. ", std::min(2, moe.num_experts)));
+  if (moe.capacity_factor < 0)
+    c.add(str("model.moe.capacity_factor: ", format_double(moe.capacity_factor),
+              " must be > 0 (tokens over capacity are dropped), or 0 / absent for dropless; ",
+              "e.g. 1.25"));
+  c.non_negative("model.moe.aux_loss_coef", moe.aux_loss_coef, "e.g. 0.01; 0 turns it off");
+  c.non_negative("model.moe.z_loss_coef", moe.z_loss_coef, "e.g. 0.001; 0 turns it off");
+}
+
 }  // namespace
 
 void check_model(const ModelConfig& m, Checker& c) {
@@ -62,6 +80,7 @@ void check_model(const ModelConfig& m, Checker& c) {
   if (m.dropout != 0.0)
     c.add(str("model.dropout: ", format_double(m.dropout), " is not supported yet; set 0"));
   check_family(m, c);
+  check_moe(m.moe, c);
 }
 
 }  // namespace loom::validation

@@ -46,4 +46,21 @@ void check_context_parallel(const Config& cfg, Checker& c) {
               "every sequence); set seq_len to ", nearest_multiples(T, chunks), " or change cp"));
 }
 
+// Mixture of Experts with the parallel layout and device: what runs today.
+void check_moe_layout(const Config& cfg, Checker& c) {
+  const ParallelConfig& p = cfg.parallel;
+  c.at_least("parallel.ep", p.ep, 1, "set the expert-parallel size, e.g. 1");
+  if (p.ep > 1)
+    c.add(str("parallel.ep: ", p.ep, " is not supported yet (experts are replicated on every ",
+              "data-parallel rank); set parallel.ep: 1"));
+  if (!cfg.model.is_moe()) return;
+  if (cfg.device != "cpu")
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu (the ",
+              cfg.device, " backend has no MoE routing kernels yet); set device: cpu"));
+  if (p.cp > 1)
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts,
+              " with parallel.cp: ", p.cp, " is not supported yet (the capacity and the ",
+              "balancing loss are per sequence); set parallel.cp: 1"));
+}
+
 }  // namespace loom::validation

@@ -19,8 +19,20 @@ size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat&
   a.ln2 = c.take(ns * d.C * e);
   a.ln2_mean = d.gated ? nullptr : c.floats(ns);
   a.ln2_rstd = c.floats(ns);
-  a.fch = c.take(n * d.FCl() * e);
-  a.fchg = c.take(n * d.Hl() * e);
+  const bool moe = d.E > 0;
+  const size_t rows = moe ? size_t(d.Mmax()) : n, E = size_t(d.E), k = size_t(d.k);
+  a.fch = c.take(rows * d.FCl() * e);
+  a.fchg = c.take(rows * d.Hl() * e);
+  auto ints = [&c](size_t count) { return static_cast<int32_t*>(c.take(count * sizeof(int32_t))); };
+  a.moe_probs = moe ? c.floats(n * E) : nullptr;
+  a.moe_lse = moe ? c.floats(n) : nullptr;
+  a.moe_gate = moe ? c.floats(n * k) : nullptr;
+  a.moe_choice = moe ? ints(n * k) : nullptr;
+  a.moe_slot = moe ? ints(n * k) : nullptr;
+  a.moe_offsets = moe ? ints(E + 1) : nullptr;
+  a.moe_rows = moe ? ints(rows) : nullptr;
+  a.moe_counts = moe ? ints(size_t(d.B) * E) : nullptr;
+  a.moe_y = moe ? c.take(rows * d.C * e) : nullptr;
   return c.used();
 }
 
@@ -50,6 +62,16 @@ size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActF
   s.ring_m = ring ? c.floats(rows) : nullptr;
   s.ring_l = ring ? c.floats(rows) : nullptr;
   s.ring_pos = ring ? static_cast<int32_t*>(c.take(size_t(d.cp) * d.T * sizeof(int32_t))) : nullptr;
+  const bool moe = d.E > 0;
+  const size_t M = moe ? size_t(d.Mmax()) : 0;
+  // moe_x also takes the router's (N, C) input gradient in the backward.
+  s.moe_x = moe ? c.take(std::max(M, n) * d.C * e) : nullptr;
+  s.moe_dy = moe ? c.take(M * d.C * e) : nullptr;
+  s.moe_dh = moe ? c.take(M * d.FCl() * e) : nullptr;
+  s.moe_dhg = moe ? c.take(M * d.Hl() * e) : nullptr;
+  s.moe_dxp = moe ? c.take(M * d.C * e) : nullptr;
+  s.moe_logits = moe ? c.floats(n * size_t(d.E)) : nullptr;
+  s.moe_dgate = moe ? c.floats(n * size_t(d.k)) : nullptr;
   return c.used();
 }
 }  // namespace

@@ -4,6 +4,7 @@
 // reserved and the pointers handed out cannot disagree.
 #pragma once
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/device_traits.h"
@@ -44,6 +45,13 @@ struct BlockActs {
   float *ln2_mean, *ln2_rstd;  // (Ns), (Ns)
   void* fch;                   // (N, FCl) mlp hidden before GELU (llama: [gate | up])
   void* fchg;                  // (N, Hl) after GELU (llama: silu(gate) * up)
+  // Mixture of Experts (BlockDims::E > 0; else null, and fch/fchg hold the permuted rows):
+  // the router's state and the routing plan (kernels/moe.h); fch (Mmax, FCl), fchg (Mmax, Hl)
+  // and moe_y (Mmax, C) hold the experts' rows in expert order.
+  float *moe_probs, *moe_lse, *moe_gate;  // (N, E), (N), (N, k)
+  int32_t *moe_choice, *moe_slot;          // (N, k) each
+  int32_t *moe_offsets, *moe_rows, *moe_counts;  // (E + 1), (Mmax), (B, E)
+  void* moe_y;                             // (Mmax, C) this TP rank's partial expert outputs
 };
 
 // Element sizes of a block's buffers: the act dtype, the attention's saved state and scratch
@@ -65,6 +73,9 @@ struct BlockDims {
   float theta = 1e4f;  // RoPE base (llama)
   bool sp = false;     // sequence parallel: norms and residuals on Ns() = N/tp rows of this rank
   int cp = 1;          // context parallel: ranks sharing each sequence (ring attention when > 1)
+  int E = 0, k = 0;    // Mixture of Experts: experts and choices per token (E = 0: dense MLP)
+  int cap = 0;         // assignments per expert and sequence; 0: dropless
+  double aux_coef = 0, z_coef = 0;  // load-balancing and z-loss weights
   int N() const { return B * T; }
   int Ns() const { return sp ? N() / tp : N(); }  // rows of the norm/residual regions
   int Cl() const { return C / tp; }  // local attention width NH*D
@@ -73,6 +84,8 @@ struct BlockDims {
   int QKVl() const { return (NH + 2 * KV()) * D(); }   // local q|k|v width
   int Hl() const { return (F > 0 ? F : 4 * C) / tp; }  // local MLP width (SwiGLU's output)
   int FCl() const { return gated ? 2 * Hl() : Hl(); }  // local width of the first MLP GEMM
+  // Rows of the experts' buffers: every assignment (dropless) or at most cap per expert.
+  int Mmax() const { return cap > 0 ? std::min(N() * k, B * E * cap) : N() * k; }
   // Bytes of one BlockActs in format f; without the attention state when !with_att.
   size_t acts_bytes(const ActFormat& f, bool with_att) const;
 };
@@ -99,6 +112,15 @@ struct BlockScratch {
   void* shard;  // (Ns, C) sequence parallel only: a reduce-scattered row shard (else null)
   float* normg;  // (4, C) sequence parallel only: this rank's partial norm weight gradients
   float *rope_cos, *rope_sin;  // (T, D/2) each, llama only: RoPE tables, filled once
+  // Mixture of Experts only (else null): the permuted input rows (Mmax, C) and the backward's
+  // buffers: dy (Mmax, C), dh (Mmax, FCl), dhg (Mmax, Hl), dxp (Mmax, C), router logits and
+  // their gradient (N, E), dgate (N, k). moe_loss: the step's two loss sums (GPTStage's, backend
+  // memory; null: do not add), moe_dloss: the per-token loss weight of the step's backward.
+  void *moe_x, *moe_dy, *moe_dh, *moe_dhg, *moe_dxp;
+  float *moe_logits, *moe_dgate;
+  double* moe_loss = nullptr;
+  double moe_seq_weight = 0, moe_tok_weight = 0;  // of the loss values (1/G, 1/(G*seq_len))
+  float moe_dloss = 0;
   // Context parallel only (else null): the ring attention's travelling K|V blocks and their
   // gradients (double-buffered), the forward accumulator (the backward's dq), the running max and
   // sum (the backward's delta), and the positions of every cp rank's T rows.

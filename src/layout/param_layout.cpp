@@ -70,7 +70,17 @@ ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int 
     bias("attn.c_proj.bias", C, Shard::Replicated);
     add(h + "ln_2.weight", 1, C, 1, Shard::Replicated, l);
     bias("ln_2.bias", C, Shard::Replicated);
-    add(h + "mlp.c_fc.weight", C, llama ? 2 * F : F, 2, llama ? Shard::GateUpCols : Shard::Cols, l);
+    const Shard up = llama ? Shard::GateUpCols : Shard::Cols;
+    if (m.is_moe()) {  // docs/moe.md: the router and E experts stacked by rows
+      const int64_t E = m.moe.num_experts;
+      add(h + "mlp.router.weight", C, E, 2, Shard::Replicated, l);
+      add(h + "mlp.experts.c_fc.weight", E * C, llama ? 2 * F : F, 2, up, l);
+      if (!llama) add(h + "mlp.experts.c_fc.bias", E, F, 2, Shard::Cols, l);
+      add(h + "mlp.experts.c_proj.weight", E * F, C, 2, Shard::ExpertRows, l);
+      if (!llama) add(h + "mlp.experts.c_proj.bias", E, C, 2, Shard::Replicated, l);
+      continue;
+    }
+    add(h + "mlp.c_fc.weight", C, llama ? 2 * F : F, 2, up, l);
     bias("mlp.c_fc.bias", F, Shard::Cols);
     add(h + "mlp.c_proj.weight", F, C, 2, Shard::Rows, l);
     bias("mlp.c_proj.bias", C, Shard::Replicated);
@@ -120,12 +130,15 @@ int ParamLayout::local_layer(int layer) const {
 
 void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard,
                       int layer) {
-  ParamSpec p{name, rows, cols, ndim, rows, cols, shard, ndim >= 2, true, total_, layer};
+  // Weight decay on matrices only: the experts' (E, F) and (E, C) biases are 2-D but biases.
+  const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  ParamSpec p{name, rows, cols, ndim, rows, cols, shard, ndim >= 2 && !bias, true, total_, layer};
   switch (shard) {
     case Shard::Replicated:
       p.norm_owner = tp_rank_ == 0;
       break;
     case Shard::Rows:
+    case Shard::ExpertRows:
       p.lrows = rows / tp_;
       break;
     case Shard::Cols:
@@ -137,8 +150,11 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
       p.lrows = vpad_ / tp_;
       break;
   }
-  LOOM_CHECK(p.lrows * tp_ == rows || shard != Shard::Rows, name, " rows ", rows, " % tp ", tp_);
-  LOOM_CHECK(p.lcols * tp_ == cols || shard == Shard::Replicated || shard == Shard::Rows ||
+  const bool by_rows = shard == Shard::Rows || shard == Shard::ExpertRows;
+  LOOM_CHECK(p.lrows * tp_ == rows || !by_rows, name, " rows ", rows, " % tp ", tp_);
+  LOOM_CHECK(shard != Shard::ExpertRows || (rows / m_.moe.num_experts) % tp_ == 0, name,
+             ": an expert's ", rows / m_.moe.num_experts, " rows % tp ", tp_);
+  LOOM_CHECK(p.lcols * tp_ == cols || shard == Shard::Replicated || by_rows ||
                  shard == Shard::VocabRows,
              name, " cols ", cols, " % tp ", tp_);
   for (int64_t part : col_parts(p))
@@ -176,6 +192,13 @@ std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
         out.push_back({0, g0 + tp_rank_ * lpart, 0, l0, p.rows, lpart});
         g0 += part, l0 += lpart;
       }
+      return out;
+    }
+    case Shard::ExpertRows: {  // rank r holds slice r of every expert's row block
+      const int64_t E = m_.moe.num_experts, per = p.rows / E, lper = per / tp_;
+      std::vector<ShardBlock> out;
+      for (int64_t e = 0; e < E; ++e)
+        out.push_back({e * per + tp_rank_ * lper, 0, e * lper, 0, lper, p.cols});
       return out;
     }
     case Shard::VocabRows: {

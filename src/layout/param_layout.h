@@ -20,6 +20,7 @@ enum class Shard {
   QKVCols,     // columns in parts q|k|v (n_head, kv, kv heads), each split by whole heads (c_attn)
   GateUpCols,  // columns in two equal parts gate|up, each split evenly (llama's mlp.c_fc)
   VocabRows,   // rows of the padded vocab; rows >= vocab_size are padding (wte, lm_head)
+  ExpertRows,  // E equal row blocks (one per expert), each split along rows (experts' c_proj)
 };
 
 struct ParamSpec {

@@ -57,6 +57,11 @@ StageShapeSpec stage_shape_spec(const StageParams& p, const BlockDims& dims,
 }
 
 RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
+  return plan_rank_memory(s, dev, plan_stage_arenas(s.stage, dev));
+}
+
+RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev,
+                            const StageArenas& arenas) {
   const StageParams& p = s.params;
   RankMemory r;
   r.shard = zero_shard_size(p.total, s.dp);
@@ -80,7 +85,7 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev) {
     r.send_directions = (sends_grads ? 1 : 0) + (sends_acts ? 1 : 0);
     r.staged_sends = r.send_directions > 0 ? s.stage.slots + 1 : 0;
   }
-  r.arenas = plan_stage_arenas(s.stage, dev);
+  r.arenas = arenas;
 
   const uint64_t f32 = sizeof(float), act = dev.act_size();
   const uint64_t layer_bufs =

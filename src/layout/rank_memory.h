@@ -86,5 +86,9 @@ struct RankMemory {
   std::vector<std::pair<std::string, uint64_t>> parts(const std::string& dtype) const;
 };
 RankMemory plan_rank_memory(const MemorySpec& spec, const DeviceTraits& dev);
+// The same with the stage's arenas given (plan_stage_arenas(spec.stage, dev)): loom plan reuses
+// them across the ZeRO stages of one candidate.
+RankMemory plan_rank_memory(const MemorySpec& spec, const DeviceTraits& dev,
+                            const StageArenas& arenas);
 
 }  // namespace loom

@@ -1,6 +1,8 @@
 // RunLayout: the one place where Config and a grid coordinate become counts, shapes and enums.
 #include "layout/run_layout.h"
 
+#include <cmath>
+
 #include "core/check.h"
 
 namespace loom {
@@ -9,6 +11,14 @@ BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp, int
   BlockDims d{micro_batch, m.seq_len / cp, m.d_model, m.n_head / tp, tp};
   d.sp = sp && tp > 1;
   d.cp = cp;
+  if (m.is_moe()) {
+    d.E = m.moe.num_experts;
+    d.k = m.moe.top_k;
+    const double f = m.moe.capacity_factor;  // per sequence: ceil(f * T * k / E), T the full one
+    d.cap = f > 0 ? int(std::ceil(f * double(m.seq_len) * d.k / d.E)) : 0;
+    d.aux_coef = m.moe.aux_loss_coef;
+    d.z_coef = m.moe.z_loss_coef;
+  }
   d.NKV = m.kv_heads() / tp;
   d.F = m.ffn();
   d.gated = m.llama();

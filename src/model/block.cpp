@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "model/context_attention.h"
+#include "model/moe_layer.h"
 
 namespace loom {
 
@@ -14,18 +15,25 @@ namespace {
 // this rank's (Ns, C) rows), its replicated bias and the residual, in one pass over out.
 // The sum order resid + (partial + bias) is the same for every TP size: accumulating the GEMM
 // straight into resid + bias on one rank was measured to double the TP-vs-single weight drift.
-void row_parallel_residual(Backend& be, void* out, const void* resid, const void* inp,
-                           const void* W, const void* bias, const BlockScratch& s, int K,
-                           const BlockDims& d, Comm& tp) {
+// out = resid + (sum over TP of partial (N, C) + bias): g's all-reduce, or with sequence
+// parallelism its reduce-scatter to this rank's rows. partial is overwritten.
+void reduce_residual(Backend& be, void* out, const void* resid, void* partial, const void* bias,
+                     const BlockScratch& s, const BlockDims& d, Comm& tp) {
   const int N = d.N(), C = d.C;
-  be.matmul_forward(s.proj, inp, W, nullptr, N, K, C);
   if (d.sp) {
-    tp.reduce_scatter(s.proj, s.shard, size_t(d.Ns()) * C, be.act_dtype());
+    tp.reduce_scatter(partial, s.shard, size_t(d.Ns()) * C, be.act_dtype());
     be.bias_residual(out, resid, s.shard, bias, d.Ns(), C);
     return;
   }
-  tp.all_reduce(s.proj, size_t(N) * C, be.act_dtype(), ReduceOp::Sum);
-  be.bias_residual(out, resid, s.proj, bias, N, C);
+  tp.all_reduce(partial, size_t(N) * C, be.act_dtype(), ReduceOp::Sum);
+  be.bias_residual(out, resid, partial, bias, N, C);
+}
+
+void row_parallel_residual(Backend& be, void* out, const void* resid, const void* inp,
+                           const void* W, const void* bias, const BlockScratch& s, int K,
+                           const BlockDims& d, Comm& tp) {
+  be.matmul_forward(s.proj, inp, W, nullptr, d.N(), K, d.C);
+  reduce_residual(be, out, resid, s.proj, bias, s, d, tp);
 }
 
 // The (N, C) input of a column-parallel GEMM from a norm output: as is, or with sequence
@@ -79,8 +87,14 @@ void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
   else
     be.attention_forward(a.atty, a.att, a.qkv, d.B, d.T, d.NH, d.KV(), d.D());
   row_parallel_residual(be, a.res2, x, a.atty, w.proj_w, w.proj_b, s, d.Cl(), d, tp);
-  // MLP: norm -> c_fc (column) -> GELU, or SwiGLU of [gate | up] -> c_proj (row).
+  // MLP: norm -> c_fc (column) -> GELU, or SwiGLU of [gate | up] -> c_proj (row); or the
+  // Mixture of Experts of moe_layer.h on the same rows, summed over TP the same way.
   norm_forward(be, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, d);
+  if (d.E > 0) {
+    moe_forward(be, s.dln, gathered(be, a.ln2, s, d, tp), w, a, s, d, tp);
+    reduce_residual(be, out, a.res2, s.dln, nullptr, s, d, tp);
+    return;
+  }
   be.matmul_forward(a.fch, gathered(be, a.ln2, s, d, tp), w.fc_w, w.fc_b, N, C, d.FCl());
   if (d.gated)
     be.swiglu_forward(a.fchg, a.fch, N, Hl);
@@ -111,13 +125,18 @@ void block_backward(Backend& be, void* dx, const void* dout, const void* x, cons
     tp.all_gather(dout, s.proj, NsC, t);
     dy = s.proj;
   }
-  be.matmul_backward(s.dfchg, g.fcproj_w, g.fcproj_b, dy, a.fchg, w.fcproj_w, N, Hl, C);
-  if (d.gated)
-    be.swiglu_backward(s.dfch, s.dfchg, a.fch, N, Hl);
-  else
-    be.gelu_backward(s.dfch, a.fch, s.dfchg, size_t(N) * Hl);
-  be.matmul_backward(s.dln, g.fc_w, g.fc_b, s.dfch, gathered(be, a.ln2, s, d, tp), w.fc_w, N, C,
-                     d.FCl());
+  if (d.E > 0) {  // Mixture of Experts: dy is read before the input rows are gathered again
+    moe_backward_combine(be, dy, w, g, a, s, d, tp);
+    moe_backward_experts(be, s.dln, gathered(be, a.ln2, s, d, tp), w, g, a, s, d, tp);
+  } else {
+    be.matmul_backward(s.dfchg, g.fcproj_w, g.fcproj_b, dy, a.fchg, w.fcproj_w, N, Hl, C);
+    if (d.gated)
+      be.swiglu_backward(s.dfch, s.dfchg, a.fch, N, Hl);
+    else
+      be.gelu_backward(s.dfch, a.fch, s.dfchg, size_t(N) * Hl);
+    be.matmul_backward(s.dln, g.fc_w, g.fc_b, s.dfch, gathered(be, a.ln2, s, d, tp), w.fc_w, N, C,
+                       d.FCl());
+  }
   const void* dln = column_input_grad(be, s, d, tp);  // f: all-reduce backward
   be.copy(s.dres2, dout, NsC * be.act_size());
   norm_backward(be, s.dres2, nw2, nb2, dln, a.res2, w.ln2_w, a.ln2_mean, a.ln2_rstd, d);

@@ -15,10 +15,13 @@ namespace loom {
 
 // One layer's tensors, in the order of the Hugging Face GPT-2 names: compute weights (const
 // void*, the act dtype) or fp32 gradients (float*). Llama has no biases: they are null.
+// Mixture of Experts (docs/moe.md): fc_* and fcproj_* are the experts' stacked tensors and
+// router_w the router (null in a dense block).
 template <typename P>
 struct BlockTensors {
   P ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   P ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+  P router_w;
 };
 using BlockWeights = BlockTensors<const void*>;
 using BlockGrads = BlockTensors<float*>;

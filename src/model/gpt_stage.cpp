@@ -97,7 +97,48 @@ GPTStage::GPTStage(const RunLayout& run, const RankMemory& mem, ParallelCtx& pc,
     carve_head(head_, at(scratch_, plan.head), dims_.N(), dims_.C, layout_.vocab_local(), fmt_,
                be_.traits());
   loss_acc_ = Buffer(sizeof(double), be_.device());
+  if (dims_.E > 0) {  // the step's MoE loss values: per sequence 1/G, per token 1/(G*seq_len)
+    moe_loss_ = Buffer(2 * sizeof(double), be_.device());
+    bs_.moe_loss = static_cast<double*>(moe_loss_.data());
+    bs_.moe_seq_weight = 1.0 / run_.global_batch();
+    bs_.moe_tok_weight = 1.0 / (double(run_.global_batch()) * m_.seq_len);
+    moe_counts_.assign(L * size_t(dims_.E), 0);
+    moe_dropped_.assign(L, 0);
+    moe_choices_.assign(L, {});
+    moe_kept_.assign(L, {});
+  }
   reset_loss();
+  reset_moe_stats();
+}
+
+void GPTStage::reset_moe_stats() {
+  if (moe_loss_.data()) be_.zero(moe_loss_.data(), moe_loss_.bytes());
+  std::fill(moe_counts_.begin(), moe_counts_.end(), 0);
+  std::fill(moe_dropped_.begin(), moe_dropped_.end(), 0);
+}
+
+std::array<double, 2> GPTStage::moe_loss_sums() const {
+  std::array<double, 2> v{0, 0};
+  if (moe_loss_.data()) be_.to_host(v.data(), moe_loss_.data(), sizeof(v));
+  return v;
+}
+
+void GPTStage::add_moe_counts(const BlockActs& a, int w) {
+  const size_t E = size_t(dims_.E);
+  std::vector<int32_t> counts(size_t(dims_.B) * E);
+  int32_t kept = 0;
+  be_.to_host(counts.data(), a.moe_counts, counts.size() * sizeof(int32_t));
+  be_.to_host(&kept, a.moe_offsets + E, sizeof(int32_t));
+  for (size_t i = 0; i < counts.size(); ++i) moe_counts_[size_t(w) * E + i % E] += counts[i];
+  moe_dropped_[size_t(w)] += int64_t(dims_.N()) * dims_.k - kept;
+  const size_t nk = size_t(dims_.N()) * size_t(dims_.k);
+  std::vector<int32_t>& choice = moe_choices_[size_t(w)];
+  std::vector<int32_t>& keep = moe_kept_[size_t(w)];
+  choice.resize(nk);
+  keep.resize(nk);
+  be_.to_host(choice.data(), a.moe_choice, nk * sizeof(int32_t));
+  be_.to_host(keep.data(), a.moe_slot, nk * sizeof(int32_t));
+  for (int32_t& s : keep) s = s >= 0 ? 1 : 0;
 }
 
 const void* GPTStage::cw(const ParamSpec& p) const {
@@ -119,10 +160,24 @@ BlockTensors<P> layer_tensors(const ParamLayout& layout, int layer, At at) {
     const ParamSpec* spec = layout.find(h + name);
     return spec ? at(*spec) : nullptr;
   };
-  return BlockTensors<P>{p("ln_1.weight"),      p("ln_1.bias"),          p("attn.c_attn.weight"),
-                         p("attn.c_attn.bias"), p("attn.c_proj.weight"), p("attn.c_proj.bias"),
-                         p("ln_2.weight"),      p("ln_2.bias"),          p("mlp.c_fc.weight"),
-                         p("mlp.c_fc.bias"),    p("mlp.c_proj.weight"),  p("mlp.c_proj.bias")};
+  // The dense MLP's tensors, or the experts' (docs/moe.md) in the same slots.
+  auto mlp = [&](const char* dense, const char* experts) {
+    const P t = p(dense);
+    return t ? t : p(experts);
+  };
+  return BlockTensors<P>{p("ln_1.weight"),
+                         p("ln_1.bias"),
+                         p("attn.c_attn.weight"),
+                         p("attn.c_attn.bias"),
+                         p("attn.c_proj.weight"),
+                         p("attn.c_proj.bias"),
+                         p("ln_2.weight"),
+                         p("ln_2.bias"),
+                         mlp("mlp.c_fc.weight", "mlp.experts.c_fc.weight"),
+                         mlp("mlp.c_fc.bias", "mlp.experts.c_fc.bias"),
+                         mlp("mlp.c_proj.weight", "mlp.experts.c_proj.weight"),
+                         mlp("mlp.c_proj.bias", "mlp.experts.c_proj.bias"),
+                         p("mlp.router.weight")};
 }
 }  // namespace
 
@@ -172,8 +227,10 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     gather(first + l);
     if (l + 1 < L) prefetch(first + l + 1);
     const size_t i = size_t(l);
+    if (dloss > 0) bs_.moe_dloss = dloss;  // the per-token weight of this step's backward
     block_forward(be_, s.xs[i + 1], s.xs[i], w_[size_t(w0 + l)], s.layers[i], bs_, dims_, pc_.tp,
                   pc_.cp);
+    if (dims_.E > 0) add_moe_counts(s.layers[i], w0 + l);
     release(first + l);
     poll();
   }
@@ -296,10 +353,14 @@ void GPTStage::recompute(Slot& s, int l, int w) {
     // The probabilities from q, k (the output, written to scratch, is not needed).
     be_.attention_forward(bs_.datty, a.att, a.qkv, dims_.B, dims_.T, dims_.NH, dims_.KV(),
                           dims_.D());
-  else if (run_.recompute() ==
-           Recompute::Full)  // the layer's whole forward, TP all-reduces included
+  else if (run_.recompute() == Recompute::Full) {
+    // The layer's whole forward, TP all-reduces included; its MoE losses are counted once.
+    double* losses = bs_.moe_loss;
+    bs_.moe_loss = nullptr;
     block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(w)], a, bs_, dims_, pc_.tp,
                   pc_.cp);
+    bs_.moe_loss = losses;
+  }
 }
 
 void GPTStage::backward(int slot, const void* dout, void* dinput, bool last) {

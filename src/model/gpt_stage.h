@@ -5,6 +5,7 @@
 // With a low-precision act dtype (cuda bf16/fp16) the kernels read a copy of the parameters in
 // that dtype (the compute weights), refreshed from the fp32 master weights after each update.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -123,6 +124,16 @@ class GPTStage {
   double* loss_acc() { return static_cast<double*>(loss_acc_.data()); }
   double loss_sum() const;
   void reset_loss() { be_.zero(loss_acc_.data(), loss_acc_.bytes()); }
+  // Mixture of Experts, since reset_moe_stats(): the step's load-balancing and z-loss values
+  // (this stage's layers, this rank's sequences), and per local layer the assignments each
+  // expert got (before dropping; (layers, E)) and the assignments dropped; and per local layer
+  // the last micro-batch's routing (N*k: chosen experts; 1 kept, 0 dropped).
+  void reset_moe_stats();
+  std::array<double, 2> moe_loss_sums() const;
+  const std::vector<int64_t>& moe_counts() const { return moe_counts_; }
+  const std::vector<int64_t>& moe_dropped() const { return moe_dropped_; }
+  const std::vector<std::vector<int32_t>>& moe_choices() const { return moe_choices_; }
+  const std::vector<std::vector<int32_t>>& moe_kept() const { return moe_kept_; }
   void zero_grads() { be_.zero(grads_buf_.data(), grads_buf_.bytes()); }  // default placement
 
  private:
@@ -178,6 +189,10 @@ class GPTStage {
   HeadScratch head_;                    // last stage
   void* dbuf_[2] = {nullptr, nullptr};  // backward ping-pong gradients (Ns, C), act dtype
   Buffer loss_acc_;                     // (1) double: summed per-token loss
+  Buffer moe_loss_;                     // (2) double: the MoE loss terms (MoE only)
+  std::vector<int64_t> moe_counts_, moe_dropped_;
+  std::vector<std::vector<int32_t>> moe_choices_, moe_kept_;
+  void add_moe_counts(const BlockActs& a, int local_layer);
 };
 
 }  // namespace loom

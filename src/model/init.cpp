@@ -23,7 +23,7 @@ void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed,
       for (size_t i = 0; i < p.numel(); ++i) dst[i] = 1.0f;
       continue;
     }
-    if (p.ndim < 2) continue;  // biases (and layernorm biases) start at zero
+    if (p.ndim < 2 || ends_with(p.name, ".bias")) continue;  // biases start at zero
     float std = 0.02f;
     if (ends_with(p.name, "c_proj.weight")) std = 0.02f / std::sqrt(2.0f * float(m.n_layer));
     uint64_t key = stream_key(seed, p.name);

@@ -3,11 +3,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "optim/zero.h"
 #include "parallel/grid.h"
 
 namespace loom::plan {
+
+RingBlock ring_block(const PlanModel& pm, const Candidate& c) {
+  const ModelConfig& m = pm.model;
+  const uint64_t elems =
+      rank_tokens(pm, c) * 2 * uint64_t(m.kv_heads() / c.tp) * uint64_t(m.head_dim());
+  return RingBlock{uint64_t(c.cp), elems * uint64_t(pm.prec.act), elems * 4};
+}
 
 namespace {
 constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce bucket (elements)
@@ -24,7 +32,7 @@ constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce
 AxisTraffic sequence_parallel_tp(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                                  uint64_t m, uint64_t ar_bytes) {
   const uint64_t L = uint64_t(sh.num_layers), C = uint64_t(pm.model.d_model);
-  const uint64_t N = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len);
+  const uint64_t N = rank_tokens(pm, c);
   const uint64_t NC = N * C * uint64_t(pm.prec.act), NsC = NC / uint64_t(c.tp);
   const uint64_t norms = pm.model.llama() ? 1 : 2;  // weight (and bias) per norm
   uint64_t fwd = 2 * NC + 2 * NsC;
@@ -44,9 +52,10 @@ AxisTraffic sequence_parallel_tp(const PlanModel& pm, const Candidate& c, const 
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, int dp_rank) {
   const uint64_t m = uint64_t(microbatches), L = uint64_t(sh.num_layers);
-  const uint64_t N = uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len);
+  const uint64_t N = rank_tokens(pm, c);  // this rank's rows: seq_len / cp of each sequence
   const uint64_t NC = N * uint64_t(pm.model.d_model) * uint64_t(pm.prec.act);
   const uint64_t grad = uint64_t(pm.prec.grad), param = uint64_t(pm.prec.param);
+  const int replicas = c.replicas();
   CommVolume v;
   v.exact = pm.exact_backend();
 
@@ -68,9 +77,20 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     v.pp.bytes = m * sends * (c.sp ? NC / uint64_t(c.tp) : NC);
     v.pp.calls = int64_t(m * sends);
   }
+  if (c.cp > 1) {
+    // The ring (model/context_attention.cpp), per layer and micro-batch: forward cp-1 sends of
+    // the (N, 2*KV*D) [k | v] block in the act dtype; backward the same cp-1 and cp sends of its
+    // fp32 gradient (the last one carries it home); a full recompute repeats the forward's.
+    const RingBlock b = ring_block(pm, c);
+    const uint64_t fwd = (b.hops - 1) * b.kv, bwd = (b.hops - 1) * b.kv + b.hops * b.dkv;
+    const uint64_t again = c.recompute == Recompute::Full ? fwd : 0;
+    v.cp.bytes = m * L * (fwd + bwd + again);
+    v.cp.calls =
+        int64_t(m * L * ((c.recompute == Recompute::Full ? 3 : 2) * (b.hops - 1) + b.hops));
+  }
   const bool tied = sh.tied_across_stages && sh.wte > 0;
-  if (c.dp > 1) {
-    const uint64_t shard = zero_shard_size(sh.total, c.dp);
+  if (replicas > 1) {  // the gradient replicas: dp x cp ranks of the same (pp, tp)
+    const uint64_t shard = zero_shard_size(sh.total, replicas);
     if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
       v.dp.bytes = sh.total * grad;
       v.dp.calls = int64_t((sh.total + kDpBucket - 1) / kDpBucket);
@@ -84,7 +104,7 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
         // Every micro-batch also gathers each layer before its forward and again before its
         // backward, and the non-layer tensors once (first and last stage); a rank sends the part
         // of each range inside its own shard.
-        const ShardRange own = zero_shard(sh.total, c.dp, dp_rank);
+        const ShardRange own = zero_shard(sh.total, replicas, dp_rank);
         const uint64_t lo = std::max<uint64_t>(own.lo, sh.layer_begin);
         const uint64_t hi = std::min<uint64_t>(own.hi, sh.layer_begin + sh.layer_elems);
         const uint64_t in_layers = hi > lo ? hi - lo : 0;
@@ -112,24 +132,32 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
 
 namespace {
 
-// How the group of `axis` containing each rank lies on nodes: does any group span nodes, and
-// how many members share a node (taken from the group of rank 0).
-AxisLink link_of(const ClusterSpec& cl, const Grid& g, Axis axis) {
-  const int gpn = cl.gpus_per_node, n = g.size(axis);
+// How the groups spanning `axes` lie on nodes: does any group span nodes, and how many members
+// share a node (taken from the group of rank 0). A collective spreads over the NICs of the
+// members on a node; a ring of point-to-point sends (`p2p`) waits for its slowest hop, one NIC.
+AxisLink link_of(const ClusterSpec& cl, const Grid& g, std::initializer_list<Axis> axes,
+                 bool p2p = false) {
+  const int gpn = cl.gpus_per_node;
   AxisLink l;
-  l.size = n;
+  for (Axis a : axes) l.size *= g.size(a);
   int per_node = 0;
   for (int r = 0; r < g.size(); ++r) {
     Coord base = g.coord_of(r);
-    const bool in_group0 = base.dp * (axis != Axis::DP) + base.pp * (axis != Axis::PP) +
-                               base.tp * (axis != Axis::TP) == 0;
-    (axis == Axis::DP ? base.dp : axis == Axis::PP ? base.pp : base.tp) = 0;
+    bool in_group0 = true;
+    for (Axis a : {Axis::DP, Axis::PP, Axis::TP, Axis::CP}) {
+      const bool member = std::find(axes.begin(), axes.end(), a) != axes.end();
+      if (member)
+        base.at(a) = 0;
+      else
+        in_group0 = in_group0 && base[a] == 0;
+    }
     const int b = g.rank_of(base);
     if (b / gpn != r / gpn) l.spans_nodes = true;
     if (in_group0 && r / gpn == 0) ++per_node;
   }
   const double intra = cl.intra_node.bytes_per_s(), inter = cl.inter_node.bytes_per_s();
-  l.bytes_per_s = l.spans_nodes ? std::min(intra, inter * std::max(1, per_node)) : intra;
+  const int nics = p2p ? 1 : std::max(1, per_node);
+  l.bytes_per_s = l.spans_nodes ? std::min(intra, inter * nics) : intra;
   l.latency_s = l.spans_nodes ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
   return l;
 }
@@ -137,21 +165,23 @@ AxisLink link_of(const ClusterSpec& cl, const Grid& g, Axis axis) {
 }  // namespace
 
 Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& order) {
-  Grid g(c.dp, c.pp, c.tp, order);
+  Grid g(c.dp, c.pp, c.tp, order, c.cp);
   Placement p;
-  p.tp = link_of(cl, g, Axis::TP);
-  p.pp = link_of(cl, g, Axis::PP);
-  p.dp = link_of(cl, g, Axis::DP);
-  // The embedding group pairs stage 0 with the last stage of the same (dp, tp).
+  p.tp = link_of(cl, g, {Axis::TP});
+  p.pp = link_of(cl, g, {Axis::PP});
+  p.cp = link_of(cl, g, {Axis::CP}, true);
+  p.dp = link_of(cl, g, {Axis::DP, Axis::CP});
+  // The embedding group pairs stage 0 with the last stage of the same (dp, tp, cp).
   p.embed = p.pp;
   p.embed.size = c.pp > 1 ? 2 : 1;
   if (c.pp > 1) {
     bool spans = false;
     for (int d = 0; d < c.dp; ++d)
-      for (int t = 0; t < c.tp; ++t) {
-        int a = g.rank_of(Coord{d, 0, t}), b = g.rank_of(Coord{d, c.pp - 1, t});
-        spans = spans || a / cl.gpus_per_node != b / cl.gpus_per_node;
-      }
+      for (int t = 0; t < c.tp; ++t)
+        for (int k = 0; k < c.cp; ++k) {
+          int a = g.rank_of(Coord{d, 0, t, k}), b = g.rank_of(Coord{d, c.pp - 1, t, k});
+          spans = spans || a / cl.gpus_per_node != b / cl.gpus_per_node;
+        }
     p.embed.spans_nodes = spans;
     p.embed.bytes_per_s = spans ? cl.inter_node.bytes_per_s() : cl.intra_node.bytes_per_s();
     p.embed.latency_s = spans ? cl.inter_node.latency_s() : cl.intra_node.latency_s();

@@ -15,14 +15,24 @@ struct AxisTraffic {
   uint64_t time_bytes = 0;
 };
 
-// One rank of `stage` (DP rank `dp_rank`: ZeRO 3 gathers depend on its shard) over one
-// train_step: forward/backward of every micro-batch (a full recompute repeats each block's two
-// forward TP all-reduces), gradient reduction, optimizer, loss. Exact for the cpu backend; a
-// size-1 axis counts nothing, as in loom.
+// One rank of `stage` (replica `dp_rank` of the dp x cp: ZeRO 3 gathers depend on its shard)
+// over one train_step: forward/backward of every micro-batch (a full recompute repeats each
+// block's two forward TP all-reduces and its forward ring), gradient reduction, optimizer, loss.
+// dp: the gradient replicas' traffic (the dp x cp ranks of the same (pp, tp)); cp: the ring
+// attention's point-to-point sends. Exact for the cpu backend; a size-1 axis counts nothing, as
+// in loom.
 struct CommVolume {
-  AxisTraffic tp, pp, dp, embed, world;
+  AxisTraffic tp, pp, dp, cp, embed, world;
   bool exact = false;
 };
+// One exchange of the ring attention of one layer and micro-batch: `hops` = cp steps; the
+// (N, 2*KV*D) [k | v] block of this rank's N = micro_batch x seq_len/cp rows in the act dtype
+// (kv bytes) and its fp32 gradient (dkv bytes).
+struct RingBlock {
+  uint64_t hops = 1, kv = 0, dkv = 0;
+};
+RingBlock ring_block(const PlanModel& pm, const Candidate& c);
+
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, int dp_rank = 0);
 
@@ -36,10 +46,13 @@ struct AxisLink {
   double latency_s = 0;
 };
 struct Placement {
-  AxisLink tp, pp, dp, embed;
+  AxisLink tp, pp, cp;
+  AxisLink dp;  // the gradient replicas: the dp x cp ranks of the same (pp, tp)
+  AxisLink embed;
   double world_latency_s = 0;  // one tiny world all-reduce (tree: 2 log2(world) hops)
 };
-// Ranks are placed with the grid's axis order (default tp-dp-pp: consecutive ranks fill a node).
+// Ranks are placed with the grid's axis order (default tp-dp-pp: consecutive ranks fill a node;
+// cp comes right after tp unless the order names it).
 Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& order);
 
 // Alpha-beta times of `calls` collectives moving `bytes` in all (the full buffer): ring

@@ -15,15 +15,18 @@ namespace loom::plan {
 using ::loom::Recompute;  // none | selective | full (layout/stage_memory.h)
 using ::loom::recompute_name;
 
-// One point of the search: the 3D grid, the micro-batch size, the ZeRO stage, recomputation,
-// sequence parallelism.
+// One point of the search: the 4D grid, the virtual stages, the micro-batch size, the ZeRO stage,
+// recomputation, sequence parallelism.
 struct Candidate {
   int dp = 1, pp = 1, tp = 1;
+  int cp = 1;  // parallel.cp: ranks sharing each sequence (ring attention when > 1)
+  int v = 1;   // parallel.virtual_stages: model chunks per pipeline stage (pp > 1 only)
   int micro_batch = 1;
   int zero = 0;
   Recompute recompute = Recompute::None;
   bool sp = false;  // parallel.sequence_parallel (tp > 1 only)
-  int world() const { return dp * pp * tp; }
+  int world() const { return dp * pp * tp * cp; }
+  int replicas() const { return dp * cp; }  // ranks summing gradients, sharing ZeRO's shards
 };
 
 // Bytes per element of what crosses the network: parameters (the ZeRO all-gathers), gradients
@@ -46,13 +49,20 @@ struct PlanModel {
   std::string device = "cpu";      // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
   bool overlap = false;  // parallel.overlap: second staging/working/receive buffers
-  int virtual_stages = 1;  // parallel.virtual_stages: interleaved 1F1B on candidates with pp > 1
-  int chunks(int pp) const { return pp > 1 ? virtual_stages : 1; }  // per stage
+  // The search bounds: virtual stages up to max_virtual_stages (interleaved 1F1B, pp > 1), and
+  // context parallelism where each of the 2*cp chunks of a sequence keeps min_cp_chunk tokens.
+  int max_virtual_stages = 4;
+  int min_cp_chunk = 256;
   // True when loom's allocations and counters are reproduced exactly (cpu backend, fp32).
   bool exact_backend() const { return device == "cpu" && prec.name == "fp32"; }
   // The modelled device: its element size, alignment and kernel work sizes.
   DeviceTraits traits() const;
 };
+
+// The tokens of one micro-batch on one rank: micro_batch x seq_len / cp (N).
+inline uint64_t rank_tokens(const PlanModel& pm, const Candidate& c) {
+  return uint64_t(c.micro_batch) * uint64_t(pm.model.seq_len / c.cp);
+}
 
 // The parameters one (pipeline stage, TP rank) holds (layout/rank_memory.h).
 using StageShape = ::loom::StageParams;

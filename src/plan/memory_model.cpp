@@ -11,9 +11,9 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
                    const std::vector<int>& slots, int dp_rank, int microbatches = 1) {
   MemorySpec s;
   s.params = sh;
-  s.stage =
-      stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp, c.sp), slots, c.recompute);
-  s.dp = c.dp;
+  s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp, c.sp, c.cp), slots,
+                             c.recompute);
+  s.dp = c.replicas();  // ZeRO shards over the dp x cp ranks holding the same parameters
   s.dp_rank = dp_rank;
   s.zero = c.zero;
   s.overlap = pm.overlap;
@@ -29,10 +29,27 @@ uint64_t activation_bytes(const PlanModel& pm, const Candidate& c, const StageSh
 
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, uint64_t reserved, int dp_rank) {
-  const std::vector<int> slots =
-      chunk_slots(pm.schedule, c.pp, sh.stage, microbatches, pm.chunks(c.pp));
+  return stage_memory(pm, c, sh, chunk_slots(pm.schedule, c.pp, sh.stage, microbatches, c.v),
+                      microbatches, reserved, dp_rank);
+}
+
+MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            const std::vector<int>& slots, int microbatches, uint64_t reserved,
+                            int dp_rank) {
+  return stage_memory(pm, c, sh, slots, microbatches, reserved, dp_rank,
+                      stage_arenas(pm, c, sh, slots));
+}
+
+StageArenas stage_arenas(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                         const std::vector<int>& slots) {
+  return plan_stage_arenas(spec_of(pm, c, sh, slots, 0).stage, pm.traits());
+}
+
+MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            const std::vector<int>& slots, int microbatches, uint64_t reserved,
+                            int dp_rank, const StageArenas& arenas) {
   const RankMemory mem =
-      plan_rank_memory(spec_of(pm, c, sh, slots, dp_rank, microbatches), pm.traits());
+      plan_rank_memory(spec_of(pm, c, sh, slots, dp_rank, microbatches), pm.traits(), arenas);
   MemoryEstimate r;
   r.params = mem.master_params + mem.compute_weights;
   r.grads = mem.grads;

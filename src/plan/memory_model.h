@@ -1,6 +1,7 @@
 // Per-rank memory of a candidate layout: the memory model loom allocates from, in plan's terms.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "plan/layout_model.h"
 
@@ -27,9 +28,23 @@ struct MemoryEstimate {
   }
 };
 
-// Memory of the rank at (stage, dp_rank) of `c` (dp_rank 0 holds the largest ZeRO shard).
+// Memory of the rank at (stage, dp_rank) of `c`: dp_rank is its index among the dp x cp replicas
+// (dp * cp + cp_rank; 0 holds the largest ZeRO shard). `sh` must hold c.v chunks.
 MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, uint64_t reserved, int dp_rank = 0);
+// The same with the stage's slots per chunk given (layout/schedule.h's chunk_slots of the
+// candidate's schedule, pp, stage, micro-batches and v): the planner computes them once per
+// micro-batch count, not per ZeRO stage and recompute mode.
+MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            const std::vector<int>& slots, int microbatches, uint64_t reserved,
+                            int dp_rank = 0);
+// ... and with the stage's arenas given (stage_arenas of the same candidate, stage and slots;
+// they do not depend on the ZeRO stage).
+StageArenas stage_arenas(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                         const std::vector<int>& slots);
+MemoryEstimate stage_memory(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            const std::vector<int>& slots, int microbatches, uint64_t reserved,
+                            int dp_rank, const StageArenas& arenas);
 
 // GPTStage::activation_bytes() for `slots` micro-batches in flight: the stage's arenas as
 // layout/stage_memory.h plans them for the modelled device (the same function GPTStage uses).

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "core/check.h"
+#include "layout/block_memory.h"
+#include "layout/run_layout.h"
 
 namespace loom::plan {
 
@@ -46,9 +48,6 @@ std::string grid_problem(const PlanModel& pm, const Candidate& c) {
   else  // the rest of validation's tp rules (kv heads, the MLP width), in its words
     for (const std::string& e : tp_errors(m, c.tp)) why.push_back(e);
   if (c.pp > m.n_layer) why.push_back(str("pp ", c.pp, " > n_layer ", m.n_layer));
-  else if (pm.chunks(c.pp) > 1 && m.n_layer % (c.pp * pm.chunks(c.pp)) != 0)
-    why.push_back(str("pp ", c.pp, " x virtual_stages ", pm.chunks(c.pp),
-                      " does not divide n_layer ", m.n_layer));
   if (pm.global_batch % c.dp != 0)
     why.push_back(str("global batch ", pm.global_batch, " is not divisible by dp ", c.dp));
   std::string out;
@@ -56,15 +55,70 @@ std::string grid_problem(const PlanModel& pm, const Candidate& c) {
   return out;
 }
 
+// Models one full candidate: memory of every stage (the largest kept), per-axis traffic, and
+// the step time when it fits; appends it to plan.valid or plan.rejected.
+// slots: each stage's slots per chunk (chunk_slots); arenas: each stage's (stage_arenas).
+void plan_candidate(Plan& plan, const PlanModel& pm, const ClusterSpec& cl, const Candidate& c,
+                    const std::vector<StageShape>& shapes,
+                    const std::vector<std::vector<int>>& slots,
+                    const std::vector<StageArenas>& arenas, int m, const Placement& where) {
+  PlanEntry e;
+  e.c = c;
+  e.microbatches = m;
+  ++plan.evaluated;
+  bool exact_comm = true;
+  const uint64_t reserved = uint64_t(cl.reserved_bytes());
+  for (const StageShape& sh : shapes) {
+    const size_t s = size_t(sh.stage);
+    MemoryEstimate mem = stage_memory(pm, e.c, sh, slots[s], m, reserved, 0, arenas[s]);
+    if (sh.stage == 0 || mem.total() > e.memory.total()) {
+      e.memory = mem;
+      e.memory_stage = sh.stage;
+    }
+    CommVolume v = step_comm_volume(pm, e.c, sh, m);
+    exact_comm = exact_comm && v.exact;
+    auto up = [](AxisTraffic& a, const AxisTraffic& b) {
+      if (b.bytes > a.bytes) a = b;
+    };
+    up(e.comm.tp, v.tp), up(e.comm.pp, v.pp), up(e.comm.dp, v.dp), up(e.comm.cp, v.cp);
+    up(e.comm.embed, v.embed), up(e.comm.world, v.world);
+  }
+  e.comm.exact = exact_comm;
+  e.estimate = !e.memory.exact || !exact_comm || !pm.exact_backend();
+  const double need = double(e.memory.total()), capacity = cl.memory_bytes();
+  if (need > capacity) {
+    e.short_bytes = need - capacity;
+    e.reason = str("out of memory: stage ", e.memory_stage, " needs ", gib(need), " of ",
+                   gib(capacity), " (short by ", gib(e.short_bytes), ")");
+    plan.rejected.push_back(e);
+    return;
+  }
+  e.time = step_time(pm, e.c, shapes, m, cl, where);
+  plan.valid.push_back(e);
+}
+
 }  // namespace
+
+bool cp_searched(const PlanModel& pm, int cp) {
+  const int T = pm.model.seq_len;
+  return cp == 1 || (cp > 1 && T % (2 * cp) == 0 && T / (2 * cp) >= pm.min_cp_chunk);
+}
+
+std::vector<int> virtual_stages_searched(const PlanModel& pm, int pp) {
+  std::vector<int> out{1};
+  if (pp <= 1 || pm.schedule != ScheduleKind::OneFOneB) return out;
+  for (int v = 2; v <= pm.max_virtual_stages; ++v)
+    if (pm.model.n_layer % (pp * v) == 0) out.push_back(v);
+  return out;
+}
 
 std::vector<std::string> config_errors(const Config& cfg) {
   Config c = cfg;
-  c.parallel.tp = c.parallel.pp = 1;
+  c.parallel.tp = c.parallel.pp = c.parallel.cp = 1;
   c.parallel.dp = 0;
   c.parallel.micro_batch_size = 1;
   c.parallel.stage_layers.clear();
-  c.parallel.virtual_stages = 1;  // applied per candidate (grid_problem, make_plan)
+  c.parallel.virtual_stages = 1;  // searched per candidate (make_plan)
   std::vector<std::string> out;
   for (const std::string& e : validate(c, 0)) {
     for (const char* key : {"model.", "train.global_batch_size", "parallel.schedule",
@@ -84,7 +138,8 @@ PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note
   pm.schedule = parse_schedule(cfg.parallel.schedule);
   pm.order = cfg.parallel.order;
   pm.overlap = cfg.parallel.overlap;
-  pm.virtual_stages = cfg.parallel.virtual_stages;
+  // The configured virtual stages widen the search when they exceed its default bound.
+  pm.max_virtual_stages = std::max(pm.max_virtual_stages, cfg.parallel.virtual_stages);
   pm.device = cl.device;
   std::string dtype = cfg.train.dtype, why;
   if (cl.device == "cpu") {
@@ -108,72 +163,56 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
   plan.pm = pm;
   plan.cluster = cl;
   const int world = cl.world();
-  const double capacity = cl.memory_bytes();
-  const uint64_t reserved = uint64_t(cl.reserved_bytes());
   const Recompute modes[] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
-  for (int tp : divisors(world)) {
-    for (int pp : divisors(world / tp)) {
-      Candidate g;
-      g.tp = tp, g.pp = pp, g.dp = world / (tp * pp);
-      ++plan.grids;
-      const std::string problem = grid_problem(pm, g);
-      if (!problem.empty()) {
-        PlanEntry e;
-        e.c = g;
-        e.grid_only = true;
-        e.reason = problem;
-        plan.rejected.push_back(e);
-        continue;
-      }
-      const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp, pm.chunks(pp));
-      const Placement where = place(cl, g, pm.order);
-      for (int mb : divisors(pm.global_batch / g.dp)) {
-        const int m = pm.global_batch / (g.dp * mb);
-        if (m % pp != 0 && pm.chunks(pp) > 1) continue;  // interleaving: groups of pp
-        for (int zero = 0; zero <= (g.dp > 1 ? 3 : 0); ++zero) {
-          for (int v = 0; v < 3 * 2; ++v) {
-            // Sequence parallelism too where tp > 1 and the micro-batch's rows split over tp.
-            const Recompute rc = modes[v / 2];
-            const bool sp = v % 2 == 1;
-            if (sp && (tp == 1 || int64_t(mb) * pm.model.seq_len % tp != 0)) continue;
-            PlanEntry e;
-            e.c = g;
-            e.c.micro_batch = mb, e.c.zero = zero, e.c.recompute = rc, e.c.sp = sp;
-            e.microbatches = m;
-            ++plan.evaluated;
-            bool exact_comm = true;
-            for (const StageShape& sh : shapes) {
-              MemoryEstimate mem = stage_memory(pm, e.c, sh, m, reserved);
-              if (sh.stage == 0 || mem.total() > e.memory.total()) {
-                e.memory = mem;
-                e.memory_stage = sh.stage;
+  for (int tp : divisors(world))
+    for (int pp : divisors(world / tp))
+      for (int cp : divisors(world / (tp * pp))) {
+        if (!cp_searched(pm, cp)) continue;
+        Candidate g;
+        g.tp = tp, g.pp = pp, g.cp = cp, g.dp = world / (tp * pp * cp);
+        ++plan.grids;
+        const std::string problem = grid_problem(pm, g);
+        if (!problem.empty()) {
+          PlanEntry e;
+          e.c = g;
+          e.grid_only = true;
+          e.reason = problem;
+          plan.rejected.push_back(e);
+          continue;
+        }
+        const Placement where = place(cl, g, pm.order);
+        for (int v : virtual_stages_searched(pm, pp)) {
+          const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp, v);
+          for (int mb : divisors(pm.global_batch / g.dp)) {
+            const int m = pm.global_batch / (g.dp * mb);
+            if (v > 1 && m % pp != 0) continue;  // interleaving: micro-batches in groups of pp
+            std::vector<std::vector<int>> slots;
+            for (int s = 0; s < pp; ++s) slots.push_back(chunk_slots(pm.schedule, pp, s, m, v));
+            for (int r = 0; r < 3 * 2; ++r) {
+              // Sequence parallelism too where tp > 1 and the micro-batch's rows on this rank
+              // split over tp.
+              const bool sp = r % 2 == 1;
+              if (sp && (tp == 1 || int64_t(mb) * (pm.model.seq_len / cp) % tp != 0)) continue;
+              // Selective recompute only where attention keeps its probabilities (cpu without
+              // cp); elsewhere it keeps the log-sum-exp and selective is the same run as none.
+              if (modes[r / 2] == Recompute::Selective &&
+                  !attention_keeps_probabilities(pm.traits(),
+                                                 block_dims(pm.model, mb, tp, false, cp)))
+                continue;
+              Candidate c = g;
+              c.v = v, c.micro_batch = mb, c.recompute = modes[r / 2], c.sp = sp;
+              std::vector<StageArenas> arenas;  // the same for every ZeRO stage
+              for (const StageShape& sh : shapes)
+                arenas.push_back(stage_arenas(pm, c, sh, slots[size_t(sh.stage)]));
+              for (int zero = 0; zero <= (g.replicas() > 1 ? 3 : 0); ++zero) {
+                c.zero = zero;
+                plan_candidate(plan, pm, cl, c, shapes, slots, arenas, m, where);
               }
-              CommVolume v = step_comm_volume(pm, e.c, sh, m);
-              exact_comm = exact_comm && v.exact;
-              auto up = [](AxisTraffic& a, const AxisTraffic& b) {
-                if (b.bytes > a.bytes) a = b;
-              };
-              up(e.comm.tp, v.tp), up(e.comm.pp, v.pp), up(e.comm.dp, v.dp);
-              up(e.comm.embed, v.embed), up(e.comm.world, v.world);
             }
-            e.comm.exact = exact_comm;
-            e.estimate = !e.memory.exact || !exact_comm || !pm.exact_backend();
-            const double need = double(e.memory.total());
-            if (need > capacity) {
-              e.short_bytes = need - capacity;
-              e.reason = str("out of memory: stage ", e.memory_stage, " needs ", gib(need),
-                             " of ", gib(capacity), " (short by ", gib(e.short_bytes), ")");
-              plan.rejected.push_back(e);
-              continue;
-            }
-            e.time = step_time(pm, e.c, shapes, m, cl, where);
-            plan.valid.push_back(e);
           }
         }
       }
-    }
-  }
   auto faster = [](const PlanEntry& a, const PlanEntry& b) {
     // Equal model times (the micro-batch size often changes only memory): less memory first.
     if (a.time.total != b.time.total) return a.time.total < b.time.total;
@@ -197,19 +236,21 @@ std::string no_fit_message(const Plan& p) {
   if (best) {
     const double need = double(best->memory.total());
     return str("no layout fits on ", cl.source, ": device memory is short by ",
-               gib(best->short_bytes), " per device. The smallest need is ", gib(need),
-               " (dp ", best->c.dp, " pp ", best->c.pp, " tp ", best->c.tp, " micro-batch ",
+               gib(best->short_bytes), " per device. The smallest need is ", gib(need), " (dp ",
+               best->c.dp, " pp ", best->c.pp, " tp ", best->c.tp,
+               best->c.cp > 1 ? str(" cp ", best->c.cp) : std::string(),
+               best->c.v > 1 ? str(" v ", best->c.v) : std::string(), " micro-batch ",
                best->c.micro_batch, " zero ", best->c.zero, " recompute ",
                recompute_name(best->c.recompute), ") against gpu_memory_gib ", cl.gpu_memory_gib,
-               "; use more devices (nodes) or devices with at least ",
-               gib(need), " of memory");
+               "; use more devices (nodes) or devices with at least ", gib(need), " of memory");
   }
   std::set<std::string> reasons;
   for (const PlanEntry& e : p.rejected) reasons.insert(e.reason);
   std::string all;
   for (const auto& r : reasons) all += (all.empty() ? "" : " | ") + r;
-  return str("no (dp, pp, tp) layout of ", cl.world(), " devices can run this model and batch: ",
-             all, "; change the device count (nodes x gpus_per_node) or the global batch");
+  return str("no (dp, pp, tp, cp) layout of ", cl.world(),
+             " devices can run this model and batch: ", all,
+             "; change the device count (nodes x gpus_per_node) or the global batch");
 }
 
 }  // namespace loom::plan

@@ -22,6 +22,15 @@ std::vector<std::string> config_errors(const Config& cfg);
 // precision was chosen when it differs from the config.
 PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note = nullptr);
 
+// Context-parallel sizes the search takes: cp = 1, and cp > 1 where seq_len splits into 2*cp
+// chunks (validation's rule) of at least pm.min_cp_chunk tokens each.
+bool cp_searched(const PlanModel& pm, int cp);
+
+// Virtual stages the search takes for a pipeline of pp stages: 1, and with pp > 1 and the 1f1b
+// schedule each v in 2..pm.max_virtual_stages whose pp*v chunks split n_layer evenly (the
+// micro-batches per step must also be a multiple of pp: make_plan checks that per batch).
+std::vector<int> virtual_stages_searched(const PlanModel& pm, int pp);
+
 struct PlanEntry {
   Candidate c;
   int microbatches = 0;   // per DP rank per step
@@ -40,13 +49,16 @@ struct Plan {
   ClusterSpec cluster;
   std::vector<PlanEntry> valid;     // fastest first (ties: less memory first)
   std::vector<PlanEntry> rejected;  // grid rejections first, then memory (closest to fit first)
-  int64_t grids = 0;                // (dp, pp, tp) factorizations of the device count
+  int64_t grids = 0;                // (dp, pp, tp, cp) factorizations searched (cp_searched)
   int64_t evaluated = 0;            // full candidates whose memory was modelled
 };
 
-// Every (tp, pp) with tp*pp dividing the cluster's devices (dp = devices / (tp*pp)), every
-// micro-batch size dividing global_batch/dp, ZeRO 0-3 (only 0 when dp = 1: nothing to shard),
-// recompute none/selective/full.
+// Every (tp, pp, cp) with tp*pp*cp dividing the cluster's devices (dp = devices / (tp*pp*cp);
+// cp as cp_searched allows), the virtual stages of virtual_stages_searched, every micro-batch
+// size dividing global_batch/dp, ZeRO 0-3 (only 0 when dp*cp = 1: nothing to shard), recompute
+// none/selective/full (selective only where attention keeps its probabilities: cpu without cp;
+// elsewhere it is the same run as none), each with and without sequence parallelism where
+// tp > 1 and the rank's micro_batch*seq_len/cp rows split over tp.
 Plan make_plan(const PlanModel& pm, const ClusterSpec& cl);
 
 // "" when some layout fits; else one line naming the short resource and by how much.

@@ -16,14 +16,12 @@ namespace {
 double gib(double b) { return b / 1073741824.0; }
 
 std::string layout_text(const PlanEntry& e) {
-  char b[160];
-  if (e.grid_only)
-    std::snprintf(b, sizeof b, "dp %d pp %d tp %d", e.c.dp, e.c.pp, e.c.tp);
-  else
-    std::snprintf(b, sizeof b, "dp %d pp %d tp %d mb %d zero %d recompute %s%s", e.c.dp, e.c.pp,
-                  e.c.tp, e.c.micro_batch, e.c.zero, recompute_name(e.c.recompute),
-                  e.c.sp ? " sp" : "");
-  return b;
+  std::string out = str("dp ", e.c.dp, " pp ", e.c.pp, " tp ", e.c.tp);
+  if (e.c.cp > 1) out += str(" cp ", e.c.cp);
+  if (e.grid_only) return out;
+  if (e.c.v > 1) out += str(" v ", e.c.v);
+  return out + str(" mb ", e.c.micro_batch, " zero ", e.c.zero, " recompute ",
+                   recompute_name(e.c.recompute), e.c.sp ? " sp" : "");
 }
 
 std::string model_line(const Plan& p) {
@@ -37,8 +35,8 @@ std::string model_line(const Plan& p) {
                 m.arch.c_str(), m.n_layer, m.n_head, kv, m.d_model, m.ffn(), m.vocab_size,
                 double(count_params(m)) / 1e6, m.seq_len, p.pm.global_batch,
                 (long long)p.pm.global_batch * m.seq_len, schedule_name(p.pm.schedule),
-                p.pm.virtual_stages > 1
-                    ? str(" interleaved, ", p.pm.virtual_stages, " virtual stages").c_str()
+                p.pm.schedule == ScheduleKind::OneFOneB
+                    ? str(" (virtual stages up to ", p.pm.max_virtual_stages, ")").c_str()
                     : "",
                 p.pm.order.c_str());
   return b;
@@ -66,37 +64,41 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
   line("cluster " + describe(p.cluster));
   size_t grid_rejects = 0;
   for (const auto& e : p.rejected) grid_rejects += e.grid_only;
-  line(str("searched ", p.grids, " (dp, pp, tp) grids (", grid_rejects, " impossible) and ",
+  line(str("searched ", p.grids, " (dp, pp, tp, cp) grids (", grid_rejects, " impossible) and ",
            p.evaluated, " layouts: ", p.valid.size(), " fit, ", p.rejected.size() - grid_rejects,
            " out of memory"));
   if (!p.valid.empty()) {
     line("");
     line(
-        "  #   dp  pp  tp   mb     m zero recompute(sp)  mem/GPU GiB   step s   tokens/s    MFU  "
-        "compute bubble   comm");
-    // The best micro-batch of each (dp, pp, tp, zero, recompute, sp): the rest differ only in it.
+        "  #   dp  pp  v  tp  cp   mb     m zero recompute(sp)  mem/GPU GiB   step s   tokens/s  "
+        "  MFU  compute bubble   comm");
+    // The best micro-batch of each (dp, pp, v, tp, cp, zero, recompute, sp): the rest differ
+    // only in it.
     char b[256];
-    std::set<std::tuple<int, int, int, int, int, bool>> shown;
+    std::set<std::tuple<int, int, int, int, int, int, int, bool>> shown;
     int n = 0;
     for (size_t i = 0; i < p.valid.size() && n < o.top; ++i) {
       const PlanEntry& e = p.valid[i];
-      if (!shown.insert({e.c.dp, e.c.pp, e.c.tp, e.c.zero, int(e.c.recompute), e.c.sp}).second)
+      if (!shown
+               .insert(
+                   {e.c.dp, e.c.pp, e.c.v, e.c.tp, e.c.cp, e.c.zero, int(e.c.recompute), e.c.sp})
+               .second)
         continue;
       ++n;
       const StepTime& t = e.time;
-      const double comm = t.tp + t.pp + t.dp + t.embed + t.world;
+      const double comm = t.tp + t.pp + t.cp + t.dp + t.embed + t.world;
       const std::string rc = std::string(recompute_name(e.c.recompute)) + (e.c.sp ? "+sp" : "");
       std::snprintf(b, sizeof b,
-                    "%3d %4d %3d %3d %4d %5d %4d %-13s %8.2f%s %9.4g %10.4g %5.1f%% %6.1f%% "
-                    "%5.1f%% %5.1f%%",
-                    int(i) + 1, e.c.dp, e.c.pp, e.c.tp, e.c.micro_batch, e.microbatches, e.c.zero,
-                    rc.c_str(), gib(double(e.memory.total())), e.estimate ? "~" : " ", t.total,
-                    t.tokens_per_s, 100 * t.mfu, 100 * t.compute / t.total,
-                    100 * t.bubble / t.total, 100 * comm / t.total);
+                    "%3d %4d %3d %2d %3d %3d %4d %5d %4d %-13s %8.2f%s %9.4g %10.4g %5.1f%% "
+                    "%6.1f%% %5.1f%% %5.1f%%",
+                    int(i) + 1, e.c.dp, e.c.pp, e.c.v, e.c.tp, e.c.cp, e.c.micro_batch,
+                    e.microbatches, e.c.zero, rc.c_str(), gib(double(e.memory.total())),
+                    e.estimate ? "~" : " ", t.total, t.tokens_per_s, 100 * t.mfu,
+                    100 * t.compute / t.total, 100 * t.bubble / t.total, 100 * comm / t.total);
       line(b);
     }
-    line(str("  (best micro-batch of each dp/pp/tp/zero/recompute/sp shown; all ", p.valid.size(),
-             " with --json)"));
+    line(str("  (best micro-batch of each dp/pp/v/tp/cp/zero/recompute/sp shown; all ",
+             p.valid.size(), " with --json)"));
     const PlanEntry& best = p.valid.front();
     const MemoryEstimate& m = best.memory;
     std::snprintf(b, sizeof b,
@@ -109,9 +111,9 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
     line(b);
     const StepTime& t = best.time;
     std::snprintf(b, sizeof b,
-                  "best layout, step %.4g s: compute %.4g, bubble %.4g, tp %.4g, pp %.4g, dp %.4g, "
-                  "embed %.4g, world %.4g (slowest stage %d)",
-                  t.total, t.compute, t.bubble, t.tp, t.pp, t.dp, t.embed, t.world,
+                  "best layout, step %.4g s: compute %.4g, bubble %.4g, tp %.4g, pp %.4g, "
+                  "cp %.4g, dp %.4g, embed %.4g, world %.4g (slowest stage %d)",
+                  t.total, t.compute, t.bubble, t.tp, t.pp, t.cp, t.dp, t.embed, t.world,
                   t.slowest_stage);
     line(b);
   }
@@ -134,9 +136,12 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
       "reproduce the cpu backend's buffers and Comm byte counts exactly.");
   line(str("assumptions: compute at peak x ", p.cluster.efficiency,
            "; MFU counts model FLOPs only (no recompute); TP all-reduces and pipeline sends are"
-           " never overlapped; bubble (pp-1)/(v*m+pp-1) with v virtual stages; ",
+           " never overlapped; bubble (pp-1)/(v*m+pp-1) with v virtual stages; attention FLOPs"
+           " count every query against all seq_len keys (masked blocks are computed); ",
            p.pm.device == "cuda" ? "DP reduction overlaps the backward except the last bucket, "
-                                   "the parameter all-gather overlaps except one layer"
+                                   "the parameter all-gather overlaps except one layer, the cp "
+                                   "ring's k|v sends overlap each ring step's attention (its "
+                                   "gradient sends do not)"
                                  : "nothing overlaps on the cpu backend",
            "; ring collectives, alpha-beta links; optimizer time not modelled."));
   return out;
@@ -146,11 +151,12 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
   using nlohmann::ordered_json;
   auto entry = [](const PlanEntry& e) {
     ordered_json j;
-    j["dp"] = e.c.dp, j["pp"] = e.c.pp, j["tp"] = e.c.tp;
+    j["dp"] = e.c.dp, j["pp"] = e.c.pp, j["tp"] = e.c.tp, j["cp"] = e.c.cp;
     if (e.grid_only) {
       j["reason"] = e.reason;
       return j;
     }
+    j["virtual_stages"] = e.c.v;
     j["micro_batch"] = e.c.micro_batch;
     j["microbatches"] = e.microbatches;
     j["zero"] = e.c.zero;
@@ -172,15 +178,13 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["step_s"] = t.total;
     j["tokens_per_s"] = t.tokens_per_s;
     j["mfu"] = t.mfu;
-    j["time_s"] = {{"compute", t.compute}, {"bubble", t.bubble},
-                   {"tp", t.tp},           {"pp", t.pp},
-                   {"dp", t.dp},           {"embed", t.embed},
-                   {"world", t.world},     {"slowest_stage", t.slowest_stage}};
-    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes},
-                                {"pp", e.comm.pp.bytes},
-                                {"dp", e.comm.dp.bytes},
-                                {"embed", e.comm.embed.bytes},
-                                {"world", e.comm.world.bytes}};
+    j["time_s"] = {
+        {"compute", t.compute}, {"bubble", t.bubble}, {"tp", t.tp},
+        {"pp", t.pp},           {"cp", t.cp},         {"dp", t.dp},
+        {"embed", t.embed},     {"world", t.world},   {"slowest_stage", t.slowest_stage}};
+    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes},       {"pp", e.comm.pp.bytes},
+                                {"cp", e.comm.cp.bytes},       {"dp", e.comm.dp.bytes},
+                                {"embed", e.comm.embed.bytes}, {"world", e.comm.world.bytes}};
     return j;
   };
   ordered_json j;
@@ -204,6 +208,8 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
                 {"parameters", count_params(m)},
                 {"flops_per_token", flops_per_token(m)}};
   j["global_batch"] = p.pm.global_batch;
+  j["search"] = {{"max_virtual_stages", p.pm.max_virtual_stages},
+                 {"min_cp_chunk", p.pm.min_cp_chunk}};
   j["precision"] = p.pm.prec.name;
   j["note"] = o.note;
   j["grids"] = p.grids;

@@ -28,22 +28,25 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
     for (const auto& [k, v] : m.time_ms) t[k] = v;
     j["time"] = t;
   }
+  if (!m.moe.is_null()) j["moe"] = m.moe;
   return j;
 }
 
-MetricsWriter::MetricsWriter(const std::string& run_dir, bool truncate) {
+MetricsWriter::MetricsWriter(const std::string& run_dir, bool truncate, bool tensorboard) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw UserError(str("run.dir: cannot create '", run_dir, "': ", ec.message()));
   path_ = run_dir + "/metrics.jsonl";
   out_.open(path_, truncate ? std::ios::trunc : std::ios::app);
   if (!out_) throw UserError(str("run.dir: cannot write '", path_, "'"));
+  if (tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run_dir, truncate);
 }
 
 void MetricsWriter::write(const nlohmann::ordered_json& line) {
   if (!out_.is_open()) return;
   out_ << line.dump() << "\n";
   out_.flush();
+  if (tb_) tb_->write(line);
 }
 
 }  // namespace loom

@@ -1,12 +1,16 @@
-// MetricsWriter: rank 0 appends one JSON object per line to <run.dir>/metrics.jsonl.
+// MetricsWriter: rank 0 appends one JSON object per line to <run.dir>/metrics.jsonl (and, with
+// log.tensorboard, the same scalars to a TensorBoard event file beside it).
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "train/tensorboard.h"
 
 namespace loom {
 
@@ -27,6 +31,8 @@ struct TrainMetrics {
   // dp_comm, cp_comm (with context parallelism only), other (norm/loss reductions and
   // everything else).
   std::vector<std::pair<std::string, double>> time_ms;
+  // Mixture of Experts only: "moe": {aux_loss, z_loss, tokens_per_expert, dropped}.
+  nlohmann::ordered_json moe;
 };
 // {"step","loss","lr","grad_norm","tokens","step_ms","tokens_per_s","mfu","mem_peak_bytes"}
 // in exactly this order.
@@ -35,14 +41,16 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m);
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // truncate: start a new file (fresh run) instead of appending (resumed run).
-  MetricsWriter(const std::string& run_dir, bool truncate);
+  // truncate: start a new file (fresh run) instead of appending (resumed run). tensorboard:
+  // also write every line's scalars to an event file (train/tensorboard.h).
+  MetricsWriter(const std::string& run_dir, bool truncate, bool tensorboard = false);
   void write(const nlohmann::ordered_json& line);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<TensorBoardWriter> tb_;  // log.tensorboard
 };
 
 }  // namespace loom

@@ -158,6 +158,7 @@ void Trainer::log_step(const StepStats& s) {
   m.time_ms = s.time_ms;
   m.loss_scale = s.loss_scale;
   m.skipped = s.skipped;
+  if (cfg_.model.is_moe()) m.moe = moe_stats_json(moe_);
   metrics_.write(train_metrics_line(m));
   const double recent_ms = progress_.on_log(s.step, run_clock_.ms(), s.loss);
   StepLine l;
@@ -175,7 +176,7 @@ void Trainer::log_step(const StepStats& s) {
 }
 
 void Trainer::run() {
-  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0);
+  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
   if (pc_.rank == 0 && !resumed_from_.empty()) {  // a restart shows in metrics.jsonl too
     nlohmann::ordered_json j;
     j["event"] = "resume";

@@ -17,6 +17,7 @@
 #include "pipeline/executor.h"
 #include "train/console.h"
 #include "train/metrics.h"
+#include "train/moe_stats.h"
 #include "train/mfu.h"
 #include "train/step_feed.h"
 
@@ -70,6 +71,8 @@ class Trainer {
   void run();               // every step with logging and metrics
 
   GPTStage& stage() { return *stage_; }
+  // Mixture of Experts: the last step's statistics read by step_stats() (train_step).
+  const MoeStats& moe_stats() const { return moe_; }
   Backend& backend() { return *be_; }
   float loss_scale() const { return dynamic_ ? dynamic_->scale() : static_scale_; }
   int skipped_steps() const { return skipped_; }
@@ -104,6 +107,7 @@ class Trainer {
   int skipped_ = 0;
   std::unique_ptr<RunLayout> run_;  // resolved once from cfg_ and this rank's coordinate
   std::unique_ptr<GPTStage> stage_;
+  MoeStats moe_;
   std::unique_ptr<ZeroOptimizer> opt_;
   std::unique_ptr<PipelineExecutor> exec_;
   std::unique_ptr<StepFeed> feed_;  // the step's scalars, tokens and targets, uploaded at once

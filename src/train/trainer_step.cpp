@@ -89,6 +89,7 @@ void Trainer::run_step(int step, bool timed) {
 void Trainer::step_body(float dloss, PendingStep* p) {
   opt_->zero_grad();
   stage_->reset_loss();
+  stage_->reset_moe_stats();
   exec_->run(feed_->tokens(), dloss);
   // Global norm, overflow (inf/nan gradients are never applied), clipping and AdamW, all
   // decided on the device from the norm there (cpu::decide_step).
@@ -116,6 +117,7 @@ StepStats Trainer::step_stats() {
   pc_.world.all_reduce(stage_->loss_acc(), 1, DType::F64, ReduceOp::Sum);
   const double loss_sum = stage_->loss_sum();  // waits for the device
   const cpu::StepState st = opt_->read_state();
+  if (cfg_.model.is_moe()) moe_ = gather_moe_stats(*stage_, *run_, pc_);  // collective
   const double wall_ms = since_read_.ms();
   const PendingStep& last = pending_.back();
   Backend& be = *be_;

@@ -1,7 +1,8 @@
 // Checkpoints across context parallelism: the ZeRO shards of a cp run span dp x cp, and the
 // checkpoint holds whole canonical tensors and moments, so a run saved with parallel.cp 2
 // resumes bitwise on its own layout and continues the same loss curve on layouts with other
-// cp, dp, pp, tp and ZeRO stages; a cp=1 checkpoint resumes with cp 2.
+// cp, dp, pp, tp and ZeRO stages; a cp=1 checkpoint resumes with cp 2. The same for a Mixture
+// of Experts model (its experts' c_proj rows split per expert over tp) across tp, pp and dp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,6 +22,7 @@ struct TrainRun {
 
 struct Layout {
   int dp, pp, tp, cp, zero;
+  bool moe = false;  // 4 experts, top-2, capacity 1.25
   int size() const { return dp * pp * tp * cp; }
 };
 
@@ -36,6 +38,11 @@ Config with_layout(const Layout& l, const std::string& dir) {
   c.model.tie_embeddings = false;
   c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp, c.parallel.cp = l.cp;
   c.parallel.micro_batch_size = 1;
+  if (l.moe) {
+    c.model.moe.num_experts = 4;
+    c.model.moe.top_k = 2;
+    c.model.moe.capacity_factor = 1.25;
+  }
   c.optimizer.zero_stage = l.zero;
   c.train.steps = 20;
   c.checkpoint.dir = dir;
@@ -124,6 +131,17 @@ TEST(CheckpointCp, ReshardAcrossContextParallelism) {
   train({4, 1, 2, 1, 1}, dir1, 10, false, 10);
   const TrainRun r = train({1, 1, 2, 4, 2}, dir1, 20, true);
   if (test::world_rank() == 0) expect_continues(r, straight, "cp1 dp4 -> cp4");
+}
+
+TEST(CheckpointCp, MoeReshardAcrossLayouts) {
+  const std::string dir = fresh_dir("moe");
+  const TrainRun straight = train({1, 1, 1, 1, 0, true}, dir + "_ref", 20, false);
+  train({2, 2, 2, 1, 2, true}, dir, 10, false, 10);
+  for (const Layout& l : {Layout{1, 1, 1, 1, 0, true}, Layout{1, 2, 4, 1, 3, true},
+                          Layout{8, 1, 1, 1, 1, true}}) {
+    const TrainRun r = train(l, dir, 20, true);
+    if (test::world_rank() == 0) expect_continues(r, straight, "moe dp2 pp2 tp2 -> " + name(l));
+  }
 }
 
 }  // namespace

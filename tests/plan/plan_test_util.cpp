@@ -12,23 +12,26 @@
 namespace loom::test {
 
 Measured measure_step(const Config& cfg, MPI_Comm world) {
-  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order);
+  Grid grid(cfg.parallel.dp, cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.order, cfg.parallel.cp);
   auto pc = make_parallel_ctx(grid, world);
   Trainer trainer(cfg, *pc, synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
   trainer.init_weights();
   Measured out;
-  const uint64_t tp0 = pc->tp.bytes_sent(), pp0 = pc->pp.bytes_sent(), dp0 = pc->dp.bytes_sent();
+  // dp: the gradient replicas' communicator (dp x cp ranks with context parallelism).
+  const uint64_t tp0 = pc->tp.bytes_sent(), pp0 = pc->pp.bytes_sent();
+  const uint64_t dp0 = pc->replicas().bytes_sent(), cp0 = pc->cp.bytes_sent();
   const uint64_t em0 = pc->embed.bytes_sent(), w0 = pc->world.bytes_sent();
   trainer.train_step(1);
   out.tp = pc->tp.bytes_sent() - tp0;
   out.pp = pc->pp.bytes_sent() - pp0;
-  out.dp = pc->dp.bytes_sent() - dp0;
+  out.dp = pc->replicas().bytes_sent() - dp0;
+  out.cp = pc->cp.bytes_sent() - cp0;
   out.embed = pc->embed.bytes_sent() - em0;
   out.world = pc->world.bytes_sent() - w0;
   out.memory = trainer.optimizer().memory();
   out.activation_bytes = trainer.stage().activation_bytes();
   out.stage = pc->coord.pp;
-  out.dp_rank = pc->coord.dp;
+  out.dp_rank = pc->replica_index();
   out.microbatches =
       cfg.train.global_batch_size / (cfg.parallel.dp * cfg.parallel.micro_batch_size);
   return out;
@@ -44,7 +47,8 @@ plan::ClusterSpec cpu_cluster() {
 
 plan::Candidate candidate_of(const Config& cfg) {
   plan::Candidate c;
-  c.dp = cfg.parallel.dp, c.pp = cfg.parallel.pp, c.tp = cfg.parallel.tp;
+  c.dp = cfg.parallel.dp, c.pp = cfg.parallel.pp, c.tp = cfg.parallel.tp, c.cp = cfg.parallel.cp;
+  c.v = cfg.parallel.virtual_stages;
   c.micro_batch = cfg.parallel.micro_batch_size;
   c.zero = cfg.optimizer.zero_stage;
   c.recompute = parse_recompute(cfg.train.recompute);
@@ -53,11 +57,12 @@ plan::Candidate candidate_of(const Config& cfg) {
 }
 
 std::string layout_name(const Config& cfg) {
-  char b[128];
-  std::snprintf(b, sizeof b, "dp%d pp%d tp%d mb%d zero%d %s %s%s", cfg.parallel.dp,
-                cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.micro_batch_size,
-                cfg.optimizer.zero_stage, cfg.parallel.schedule.c_str(),
-                cfg.train.recompute.c_str(), cfg.model.tie_embeddings ? "" : " untied");
+  char b[160];
+  std::snprintf(b, sizeof b, "dp%d pp%d v%d tp%d cp%d mb%d zero%d %s %s%s", cfg.parallel.dp,
+                cfg.parallel.pp, cfg.parallel.virtual_stages, cfg.parallel.tp, cfg.parallel.cp,
+                cfg.parallel.micro_batch_size, cfg.optimizer.zero_stage,
+                cfg.parallel.schedule.c_str(), cfg.train.recompute.c_str(),
+                cfg.model.tie_embeddings ? "" : " untied");
   return b;
 }
 

@@ -15,11 +15,12 @@ namespace loom::test {
 struct Measured {
   MemoryReport memory;        // ZeroOptimizer::memory() after the step
   size_t activation_bytes = 0;  // GPTStage::activation_bytes()
-  uint64_t tp = 0, pp = 0, dp = 0, embed = 0, world = 0;  // bytes_sent() deltas over the step
-  int stage = 0, dp_rank = 0, microbatches = 0;
+  // bytes_sent() deltas over the step; dp: the gradient replicas (dp x cp), cp: the ring.
+  uint64_t tp = 0, pp = 0, dp = 0, cp = 0, embed = 0, world = 0;
+  int stage = 0, dp_rank = 0, microbatches = 0;  // dp_rank: the index among the replicas
 };
 
-// Builds the layout of cfg on `world` (size dp*pp*tp), initializes the weights, then runs
+// Builds the layout of cfg on `world` (size dp*pp*tp*cp), initializes the weights, then runs
 // train_step(1) and records this rank's memory report and per-axis byte deltas.
 Measured measure_step(const Config& cfg, MPI_Comm world);
 
@@ -29,7 +30,7 @@ plan::ClusterSpec cpu_cluster();
 // cfg's layout as a plan candidate.
 plan::Candidate candidate_of(const Config& cfg);
 
-// "dp2 pp2 tp1 mb2 zero1 1f1b" for messages.
+// "dp2 pp2 v1 tp1 cp1 mb2 zero1 1f1b none" for messages.
 std::string layout_name(const Config& cfg);
 
 // Current resident set size of this process in bytes (/proc/self/statm).

@@ -1,4 +1,5 @@
-// Plan vs real cpu runs (4 ranks): buffers and per-axis Comm bytes equal, byte for byte.
+// Plan vs real cpu runs (4 ranks): buffers and per-axis Comm bytes equal, byte for byte, with
+// context parallelism's ring and dp x cp gradient replicas included.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -21,6 +22,8 @@ struct Layout {
   bool overlap = false;  // parallel.overlap: second layer buffers, per-layer reductions
   int kv_heads = 0;      // > 0: a llama with this many kv heads (SwiGLU width 96)
   bool sp = false;       // parallel.sequence_parallel
+  int cp = 1;            // parallel.cp
+  int v = 1;             // parallel.virtual_stages
 };
 
 void check(const Layout& l) {
@@ -34,12 +37,14 @@ void check(const Layout& l) {
   c.train.steps = 1;
   c.parallel.overlap = l.overlap;
   c.parallel.sequence_parallel = l.sp;
+  c.parallel.cp = l.cp;
+  c.parallel.virtual_stages = l.v;
   if (l.odd) c.model.n_layer = 3, c.model.n_head = 3, c.model.d_model = 30;
   if (l.kv_heads > 0) {
     c.model.arch = "llama";
     c.model.n_kv_head = l.kv_heads, c.model.ffn_hidden = 96;
   }
-  const int size = l.dp * l.pp * l.tp, rank = test::world_rank();
+  const int size = l.dp * l.pp * l.tp * l.cp, rank = test::world_rank();
   ASSERT_LE(size, test::world_size());
   MPI_Comm sub;
   MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
@@ -53,7 +58,7 @@ void check(const Layout& l) {
                            " dp rank " + std::to_string(got.dp_rank);
   const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
   const plan::Candidate cand = test::candidate_of(c);
-  const auto shapes = plan::stage_shapes(c.model, l.tp, l.pp);
+  const auto shapes = plan::stage_shapes(c.model, l.tp, l.pp, l.v);
   const plan::StageShape& sh = shapes[size_t(got.stage)];
   const plan::MemoryEstimate want =
       plan::stage_memory(pm, cand, sh, got.microbatches, 0, got.dp_rank);
@@ -70,19 +75,24 @@ void check(const Layout& l) {
   EXPECT_TRUE(v.exact) << name;
   EXPECT_EQ(got.tp, v.tp.bytes) << name << ": tp";
   EXPECT_EQ(got.pp, v.pp.bytes) << name << ": pp";
+  EXPECT_EQ(got.cp, v.cp.bytes) << name << ": cp";
+  if (l.cp > 1) {
+    EXPECT_GT(got.cp, 0u) << name;  // the ring ran
+  }
   EXPECT_EQ(got.dp, v.dp.bytes) << name << ": dp";
   EXPECT_EQ(got.embed, v.embed.bytes) << name << ": embed";
   EXPECT_EQ(got.world, v.world.bytes) << name << ": world";
   if (rank == 0)
     std::printf(
         "%-32s rank 0: memory %zu B (params %zu grads %zu buckets %zu optimizer %zu "
-        "activations %zu) | bytes sent tp %llu pp %llu dp %llu embed %llu world %llu\n",
+        "activations %zu) | bytes sent tp %llu pp %llu cp %llu dp %llu embed %llu world %llu\n",
         test::layout_name(c).c_str(),
         got.memory.params + got.memory.grads + got.memory.grad_buckets + got.memory.optimizer +
             got.memory.activations,
         got.memory.params, got.memory.grads, got.memory.grad_buckets, got.memory.optimizer,
         got.memory.activations, (unsigned long long)got.tp, (unsigned long long)got.pp,
-        (unsigned long long)got.dp, (unsigned long long)got.embed, (unsigned long long)got.world);
+        (unsigned long long)got.cp, (unsigned long long)got.dp, (unsigned long long)got.embed,
+        (unsigned long long)got.world);
 }
 
 TEST(PlanAgreement, DataParallelZeroStages) {
@@ -167,6 +177,35 @@ TEST(PlanAgreement, SequenceParallel) {
   check(sp({1, 2, 2, 2, 2, "gpipe", "selective", false}));
   check(sp({1, 1, 2, 2, 0, "1f1b", "none", false, false, false, 2}));  // llama
   check(sp({1, 2, 2, 1, 1, "gpipe", "full", false, false, false, 2}));
+}
+
+// Context parallelism: (T/cp)-row activations, the ring's [k | v] blocks and their fp32
+// gradients (cp-1 + cp-1 + cp sends per layer, the forward's again with full recompute), and
+// gradients reduced (ZeRO: sharded) over the dp x cp replicas.
+TEST(PlanAgreement, ContextParallel) {
+  auto cp = [](Layout l, int n) {
+    l.cp = n;
+    return l;
+  };
+  check(cp({1, 1, 1, 2, 0}, 4));                  // chunks of one token
+  check(cp({1, 1, 1, 1, 0, "1f1b", "full"}, 4));  // the forward ring again
+  for (int zero : {0, 1, 2, 3}) check(cp({2, 1, 1, 2, zero}, 2));
+  check(cp({1, 1, 1, 2, 2, "1f1b", "selective"}, 2));  // ZeRO-2 over the cp replicas alone
+  check(cp({1, 1, 2, 2, 3}, 2));
+  Layout sp = cp({1, 1, 2, 2, 1, "1f1b", "full"}, 2);
+  sp.sp = true;
+  check(sp);
+  check(cp({1, 2, 1, 1, 2}, 2));
+  check(cp({1, 2, 1, 2, 0, "gpipe", "full", false}, 2));
+  Layout vpp = cp({1, 2, 1, 1, 1}, 2);  // 8 micro-batches through 2 stages of 2 chunks
+  vpp.v = 2;
+  check(vpp);
+  Layout llama = cp({1, 1, 2, 2, 2, "1f1b", "selective"}, 2);
+  llama.kv_heads = 2;
+  check(llama);
+  llama = cp({2, 1, 1, 1, 3}, 2);
+  llama.kv_heads = 1;
+  check(llama);
 }
 
 }  // namespace

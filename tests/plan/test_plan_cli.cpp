@@ -105,5 +105,31 @@ TEST(PlanCli, BadConfigAndClusterAreOneClearError) {
   EXPECT_NE(err.find("loom plan needs one config file"), std::string::npos) << err;
 }
 
+// parallel.cp on the command line is treated as pp, dp and tp are: the plan searches every cp,
+// so a configured cp (even one seq_len cannot take: 1024 % 6) changes nothing; --kernels models
+// whole sequences on one rank and says how to ask for them.
+TEST(PlanCli, ParallelCpOnTheCommandLine) {
+  int code = 0;
+  std::string err;
+  cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml", true);
+  const std::string plain = run_plan_command(a, &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  a.overrides = {"parallel.cp=3"};
+  const std::string with_cp = run_plan_command(a, &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(with_cp, plain);
+  auto j = nlohmann::json::parse(with_cp);
+  bool cp2 = false;
+  for (const auto& e : j["valid"]) cp2 = cp2 || e["cp"].get<int>() == 2;
+  EXPECT_TRUE(cp2);
+  EXPECT_EQ(j["search"]["min_cp_chunk"], 256);
+
+  a = plan_args("configs/gpt2_124m.yaml", "");
+  a.options["--kernels"] = "1";
+  a.overrides = {"parallel.cp=2"};
+  run_plan_command(a, &code, &err);
+  EXPECT_NE(err.find("--set parallel.cp=1"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace loom

@@ -54,39 +54,56 @@ TEST(PlanLlama, StageShapesHoldTheLlamaParameters) {
 }
 
 // The plan builds a MemorySpec from its candidate; a run builds one from its RunLayout. The two
-// must give the same bytes for every part, on cpu (fp32) and cuda (bf16).
+// must give the same bytes for every part, on cpu (fp32) and cuda (bf16), with context
+// parallelism (cp 2, 4: T/cp rows, the ring's buffers, ZeRO over dp x cp), sequence parallelism
+// and virtual stages.
 TEST(PlanLlama, MemoryEqualsTheMemoryModelOfARunLayout) {
+  int compared = 0;
   for (const char* device : {"cpu", "cuda"})
     for (bool tied : {true, false})
       for (int tp : {1, 2})
         for (int pp : {1, 2})
-          for (int zero : {0, 1, 2, 3})
-            for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-              const int dp = 2, mb = 2;
-              const Config cfg = llama_config(tiny_llama(tied), dp, pp, tp, mb, zero, r);
-              PlanModel pm;
-              pm.model = cfg.model;
-              pm.global_batch = cfg.train.global_batch_size;
-              pm.device = device;
-              pm.prec = precision_of(std::string(device) == "cpu" ? "fp32" : "bf16");
-              Candidate c;
-              c.dp = dp, c.pp = pp, c.tp = tp, c.micro_batch = mb, c.zero = zero, c.recompute = r;
-              const auto shapes = stage_shapes(cfg.model, tp, pp);
-              for (int s = 0; s < pp; ++s)
-                for (int d = 0; d < dp; ++d) {
-                  const RunLayout run(cfg, GridDims{dp, pp, tp}, Coord{d, s, tp - 1});
-                  const RankMemory want = run.memory(pm.traits());
-                  const MemoryEstimate got =
-                      stage_memory(pm, c, shapes[size_t(s)], run.microbatches(), 0, d);
-                  const std::string at =
-                      str(device, " tied ", tied, " tp ", tp, " pp ", pp, " zero ", zero, " ",
-                          recompute_name(r), " stage ", s, " dp rank ", d);
-                  EXPECT_EQ(got.total(), want.total()) << at;
-                  EXPECT_EQ(got.params, want.master_params + want.compute_weights) << at;
-                  EXPECT_EQ(got.activations, want.activations + want.scratch + want.logits) << at;
-                  EXPECT_EQ(got.optimizer, want.optimizer) << at;
+          for (int cp : {1, 2, 4})
+            for (int vs = 0; vs < 4; ++vs)
+              for (int zero : {0, 1, 2, 3})
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  const int dp = 2, mb = 2, v = 1 + vs / 2;
+                  const bool sp = vs % 2 == 1;
+                  if ((v > 1 && pp == 1) || (sp && tp == 1)) continue;
+                  Config cfg = llama_config(tiny_llama(tied), dp, pp, tp, mb, zero, r);
+                  cfg.parallel.cp = cp, cfg.parallel.virtual_stages = v;
+                  cfg.parallel.sequence_parallel = sp;
+                  PlanModel pm;
+                  pm.model = cfg.model;
+                  pm.global_batch = cfg.train.global_batch_size;
+                  pm.device = device;
+                  pm.prec = precision_of(std::string(device) == "cpu" ? "fp32" : "bf16");
+                  Candidate c;
+                  c.dp = dp, c.pp = pp, c.tp = tp, c.cp = cp, c.v = v, c.micro_batch = mb;
+                  c.zero = zero, c.recompute = r, c.sp = sp;
+                  const auto shapes = stage_shapes(cfg.model, tp, pp, v);
+                  for (int s = 0; s < pp; ++s)
+                    for (int d = 0; d < dp * cp; ++d) {
+                      const RunLayout run(cfg, GridDims{dp, pp, tp, cp},
+                                          Coord{d / cp, s, tp - 1, d % cp});
+                      const RankMemory want = run.memory(pm.traits());
+                      const MemoryEstimate got =
+                          stage_memory(pm, c, shapes[size_t(s)], run.microbatches(), 0, d);
+                      ++compared;
+                      const std::string at =
+                          str(device, " tied ", tied, " tp ", tp, " pp ", pp, " v ", v, " cp ", cp,
+                              sp ? " sp" : "", " zero ", zero, " ", recompute_name(r), " stage ", s,
+                              " replica ", d);
+                      EXPECT_EQ(got.total(), want.total()) << at;
+                      EXPECT_EQ(got.params, want.master_params + want.compute_weights) << at;
+                      EXPECT_EQ(got.activations, want.activations + want.scratch + want.logits)
+                          << at;
+                      EXPECT_EQ(got.optimizer, want.optimizer) << at;
+                    }
                 }
-            }
+  // device x tied x zero x recompute x (stage, tp, v, sp) rows: tp1 pp1: 1, tp1 pp2 (v 1, 2): 2 x
+  // 2, tp2 pp1 (sp or not): 2, tp2 pp2: 4 x 2; each with dp x cp = 2, 4, 8 replicas.
+  EXPECT_EQ(compared, 2 * 2 * 4 * 3 * (1 + 4 + 2 + 8) * (2 + 4 + 8));
 }
 
 // The llama block's activations are not GPT-2's: a GPT-2 of the same dims differs (bias-free

@@ -294,7 +294,7 @@ TEST(PlanModel, NoFitSaysWhichResourceIsShortAndByHowMuch) {
   pm = cpu_model(one_head, 7);
   p = make_plan(pm, gpu_nodes(1));
   ASSERT_TRUE(p.valid.empty());
-  EXPECT_NE(no_fit_message(p).find("no (dp, pp, tp) layout of 8 devices"), std::string::npos)
+  EXPECT_NE(no_fit_message(p).find("no (dp, pp, tp, cp) layout of 8 devices"), std::string::npos)
       << no_fit_message(p);
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `loom export` with a lowered chunk size (LOOM_GATHER_CHUNK_BYTES): the safetensors file is
+# bitwise the default export's, the HDF5 file holds the same datasets and values; a bad chunk
+# size is one clear error and leaves no file.
+# usage: test_export_cli.sh LOOM_BINARY WORKDIR PYTHON3
+set -uo pipefail
+loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="$3"
+bin="$(dirname "$loom")"
+rm -rf "$work"; mkdir -p "$work/text"; cd "$work"
+fail() { echo "FAIL: $1"; [ -f err.txt ] && tail -20 err.txt; exit 1; }
+cp /usr/share/common-licenses/GPL-3 text/gpl.txt
+"$bin/loom-preprocess" --input text --output-prefix corpus --tokenizer bytes --append-eod \
+  --workers 1 >/dev/null 2>&1 || fail "loom-preprocess"
+cat > e.yaml <<'YAML'
+run: {name: e, dir: run}
+model: {n_layer: 2, n_head: 2, d_model: 32, vocab_size: 257, seq_len: 16}
+parallel: {micro_batch_size: 2}
+train: {global_batch_size: 4, steps: 2}
+data: {train: [corpus]}
+checkpoint: {dir: ckpt, save_interval: 2}
+YAML
+timeout 300 "$loom" train e.yaml > out.txt 2> err.txt || fail "train exit $?"
+mkdir -p def small
+timeout 120 "$loom" export ckpt def/model.safetensors > out.txt 2> err.txt || fail "export"
+timeout 120 "$loom" export ckpt def/model.h5 > out.txt 2> err.txt || fail "export h5"
+# 100 bytes = 25 values: pieces of each 32-column row (and of the 128-column ones).
+LOOM_GATHER_CHUNK_BYTES=100 timeout 120 "$loom" export ckpt small/model.safetensors > out.txt \
+  2> err.txt || fail "chunked export"
+LOOM_GATHER_CHUNK_BYTES=100 timeout 120 "$loom" export ckpt small/model.h5 > out.txt \
+  2> err.txt || fail "chunked export h5"
+cmp def/model.safetensors small/model.safetensors || fail "chunked safetensors differs"
+cmp def/config.json small/config.json || fail "config.json differs"
+"$py" - def/model.h5 small/model.h5 <<'PY' || fail "chunked HDF5 differs"
+import sys
+import h5py
+import numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert sorted(a.keys()) == sorted(b.keys()) and len(a.keys()) > 10, (list(a), list(b))
+for k in a:
+    x, y = a[k][()], b[k][()]
+    assert x.dtype == y.dtype == np.float32 and x.shape == y.shape, k
+    assert x.tobytes() == y.tobytes(), k
+print(f"ok   {len(a.keys())} HDF5 datasets bitwise equal")
+PY
+LOOM_GATHER_CHUNK_BYTES=12k timeout 60 "$loom" export ckpt bad.safetensors > out.txt 2> err.txt \
+  && fail "a chunk size of 12k was accepted"
+grep -q "LOOM_GATHER_CHUNK_BYTES='12k': give a byte count from 4 to" err.txt || fail "no clear error"
+ls bad.safetensors* >/dev/null 2>&1 && fail "a file was left behind"
+echo "ok   loom export with 100-byte chunks equals the default export"

@@ -1,0 +1,86 @@
+// model.moe.* and parallel.ep: the nested keys parse from YAML and --set, write back with
+// to_yaml, and each broken rule is one line naming the key, the value and the fix.
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "core/check.h"
+#include "tests/config/validate_util.h"
+
+namespace {
+
+using loom::Config;
+using loom::test::base;
+using loom::test::reports;
+
+Config moe() {
+  Config c = base();
+  c.model.moe.num_experts = 8;
+  c.model.moe.top_k = 2;
+  return c;
+}
+
+void expect_one(const Config& c, int world, const std::vector<std::string>& pieces) {
+  EXPECT_TRUE(reports(c, world, pieces));
+  EXPECT_EQ(loom::validate(c, world).size(), 1u);
+}
+
+TEST(ConfigMoe, NestedKeysParseAndRoundTrip) {
+  const Config c = loom::parse_config(
+      "model:\n  n_layer: 2\n  moe:\n    num_experts: 8\n    top_k: 1\n    capacity_factor: 1.25\n",
+      {"model.moe.aux_loss_coef=0.02", "model.moe.z_loss_coef=0.001"}, "t.yaml");
+  EXPECT_EQ(c.model.n_layer, 2);
+  EXPECT_EQ(c.model.moe.num_experts, 8);
+  EXPECT_EQ(c.model.moe.top_k, 1);
+  EXPECT_EQ(c.model.moe.capacity_factor, 1.25);
+  EXPECT_EQ(c.model.moe.aux_loss_coef, 0.02);
+  EXPECT_EQ(c.model.moe.z_loss_coef, 0.001);
+  const Config back = loom::parse_config(loom::to_yaml(c), {}, "back.yaml");
+  EXPECT_EQ(back.model.moe.num_experts, 8);
+  EXPECT_EQ(back.model.moe.capacity_factor, 1.25);
+  EXPECT_EQ(back.model.n_layer, 2);
+  EXPECT_EQ(back.parallel.ep, 1);
+}
+
+TEST(ConfigMoe, UnknownNestedKeysAreNamed) {
+  try {
+    loom::parse_config("model:\n  moe:\n    num_expert: 8\n", {}, "t.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const loom::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.moe.num_expert"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did you mean 'model.moe.num_experts'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(loom::parse_config("", {"model.moe.top=2"}, "t.yaml"), loom::UserError);
+  EXPECT_THROW(loom::parse_config("", {"model.n_layer.x=2"}, "t.yaml"), loom::UserError);
+}
+
+TEST(ConfigMoe, ValidAndBroken) {
+  EXPECT_TRUE(loom::validate(moe(), 1).empty());
+  Config c = moe();
+  c.model.moe.top_k = 9;
+  expect_one(c, 1, {"model.moe.top_k: 9", "between 1 and model.moe.num_experts=8"});
+  c = moe();
+  c.model.moe.capacity_factor = -1;
+  expect_one(c, 1, {"model.moe.capacity_factor: -1", "0 / absent for dropless"});
+  c = moe();
+  c.model.moe.aux_loss_coef = -0.1;
+  expect_one(c, 1, {"model.moe.aux_loss_coef: -0.1 must be >= 0"});
+  c = moe();
+  c.model.moe.num_experts = -2;
+  expect_one(c, 1, {"model.moe.num_experts: -2 must be >= 0"});
+}
+
+TEST(ConfigMoe, WhatDoesNotRunYetIsOneLine) {
+  Config c = moe();
+  c.parallel.ep = 2;
+  expect_one(c, 1, {"parallel.ep: 2 is not supported yet", "set parallel.ep: 1"});
+  c = moe();
+  c.parallel.cp = 2;
+  expect_one(c, 2, {"parallel.cp: 2 is not supported yet", "set parallel.cp: 1"});
+  c = moe();
+  c.device = "cuda";
+  EXPECT_TRUE(reports(c, 1, {"model.moe.num_experts: 8 needs device: cpu"}));
+}
+
+}  // namespace

@@ -1,0 +1,84 @@
+// Mixture of Experts (docs/moe.md) trains like the single rank, within the reorder tolerance
+// class (tests/support/tolerance.h), on every layout that runs it today: tensor parallelism
+// (experts split like the dense MLP, with and without sequence parallelism), pipeline
+// (interleaved too) and data parallelism with ZeRO 1/2/3 and recompute, gpt2 and llama blocks,
+// dropless and with a capacity that drops assignments. Routing and capacity are per sequence,
+// so they do not depend on the micro-batch size or the data-parallel split. Runs under
+// mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
+#include <gtest/gtest.h>
+
+#include "tests/parallel/equivalence_util.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace loom {
+namespace {
+
+// The tiny model with 4 experts, top-2; capacity 1.25 over seq_len 8 keeps 5 of a sequence's
+// 16 assignments per expert.
+Config moe_config(bool llama, double capacity) {
+  Config c = test::tiny_parallel_config();
+  if (llama) {
+    c.model.arch = "llama";
+    c.model.n_head = 8;
+    c.model.n_kv_head = 4;
+    c.model.ffn_hidden = 48;
+    c.model.rope_theta = 100.0;
+    c.model.tie_embeddings = false;
+  }
+  c.model.moe.num_experts = 4;
+  c.model.moe.top_k = 2;
+  c.model.moe.capacity_factor = capacity;
+  c.model.moe.aux_loss_coef = 0.01;
+  c.model.moe.z_loss_coef = 0.001;
+  return c;
+}
+
+struct Layout {
+  int dp, pp, tp, micro;
+  int zero = 0;
+  const char* recompute = "none";
+  bool sp = false;
+  int v = 1;
+};
+
+void check_layout(const Layout& l, const Config& base, const std::string& what) {
+  Config c = base;
+  c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
+  c.parallel.micro_batch_size = l.micro;
+  c.parallel.sequence_parallel = l.sp;
+  c.parallel.virtual_stages = l.v;
+  c.optimizer.zero_stage = l.zero;
+  c.train.recompute = l.recompute;
+  const std::string name = what + " dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
+                           (l.v > 1 ? "(v2)" : "") + "xtp" + std::to_string(l.tp) +
+                           (l.sp ? " sp" : "") + " micro" + std::to_string(l.micro) + " zero" +
+                           std::to_string(l.zero) + " recompute " + l.recompute;
+  test::expect_equals_single_rank(c, base, name);
+}
+
+TEST(MoeEquivalence, Gpt2Dropless) {
+  const Config base = moe_config(false, 0.0);
+  check_layout({1, 1, 2, 2}, base, "gpt2 moe");
+  check_layout({1, 1, 4, 1, 0, "none", true}, base, "gpt2 moe");
+  check_layout({2, 2, 2, 1, 1}, base, "gpt2 moe");  // tied embedding across stages
+  check_layout({4, 1, 2, 1, 2, "selective"}, base, "gpt2 moe");
+  check_layout({2, 2, 1, 2, 3, "full"}, base, "gpt2 moe");
+  check_layout({1, 2, 2, 1, 1, "none", true, 2}, base, "gpt2 moe");
+}
+
+TEST(MoeEquivalence, Gpt2Capacity) {
+  const Config base = moe_config(false, 1.25);
+  check_layout({1, 1, 2, 1}, base, "gpt2 moe cap");
+  check_layout({2, 2, 2, 1, 2}, base, "gpt2 moe cap");
+  check_layout({8, 1, 1, 1, 3}, base, "gpt2 moe cap");
+}
+
+TEST(MoeEquivalence, Llama) {
+  check_layout({1, 1, 4, 2}, moe_config(true, 0.0), "llama moe");
+  check_layout({2, 2, 2, 1, 3, "full"}, moe_config(true, 0.0), "llama moe");
+  check_layout({2, 1, 2, 2, 1, "selective", true}, moe_config(true, 1.25), "llama moe cap");
+  check_layout({1, 4, 2, 1, 2}, moe_config(true, 1.25), "llama moe cap");
+}
+
+}  // namespace
+}  // namespace loom
