@@ -8,8 +8,8 @@
 
 namespace loom::cpu {
 
-void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
-                        const float* logits, const MoeDims& d) {
+void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate, const float* logits,
+                        const MoeDims& d) {
   const int E = d.E, k = d.k;
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < d.N(); ++t) {
@@ -36,8 +36,8 @@ void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
   }
 }
 
-int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
-             const int32_t* choice, const MoeDims& d) {
+int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts, const int32_t* choice,
+             const MoeDims& d) {
   const int E = d.E, k = d.k, T = d.T;
   std::fill(counts, counts + size_t(d.B) * E, 0);
   std::vector<int32_t> kept(static_cast<size_t>(E), 0);  // per expert, over the micro-batch
@@ -93,9 +93,9 @@ void moe_combine(float* out, const float* y, const float* bias, const int32_t* s
   }
 }
 
-void moe_combine_backward(float* dy, float* dgate, float* dbias, const float* dout,
-                          const float* y, const float* bias, const int32_t* slot,
-                          const int32_t* choice, const float* gate, const MoeDims& d, int C) {
+void moe_combine_backward(float* dy, float* dgate, float* dbias, const float* dout, const float* y,
+                          const float* bias, const int32_t* slot, const int32_t* choice,
+                          const float* gate, const MoeDims& d, int C) {
   const int k = d.k;
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < d.N(); ++t) {

@@ -16,16 +16,16 @@ struct MoeDims {
 
 // probs (N, E) = softmax(logits (N, E)); lse (N) = logsumexp(logits); choice (N, k) the k largest
 // probabilities in decreasing order (ties: lower expert); gate (N, k) their probabilities.
-void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
-                        const float* logits, const MoeDims& d);
+void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate, const float* logits,
+                        const MoeDims& d);
 
 // The permutation: assignments (t, j) admitted per sequence in priority order (j major, then t)
 // while their expert has fewer than cap (when cap > 0). slot (N, k) = the row of the assignment
 // in expert order, or -1 when dropped; offsets (E + 1) the first row of each expert (offsets[E]
 // = M kept rows); rows (M) the token row of each permuted row; counts (B, E) the assignments per
 // sequence and expert before dropping. Returns M.
-int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
-             const int32_t* choice, const MoeDims& d);
+int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts, const int32_t* choice,
+             const MoeDims& d);
 
 // out (M, C) = x[rows[i]] for i < M (element size `esize` bytes: any dtype).
 void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C, size_t esize);
@@ -38,9 +38,9 @@ void moe_combine(float* out, const float* y, const float* bias, const int32_t* s
 // Backward of moe_combine given dout (N, C): dy (M, C) = gate * dout at each kept slot;
 // dgate (N, k) = dout . (y[slot] + bias[choice]) (0 when dropped); dbias (E, C) += gate * dout
 // (nullable).
-void moe_combine_backward(float* dy, float* dgate, float* dbias, const float* dout,
-                          const float* y, const float* bias, const int32_t* slot,
-                          const int32_t* choice, const float* gate, const MoeDims& d, int C);
+void moe_combine_backward(float* dy, float* dgate, float* dbias, const float* dout, const float* y,
+                          const float* bias, const int32_t* slot, const int32_t* choice,
+                          const float* gate, const MoeDims& d, int C);
 
 // dx (N, C) += dxp[i] at row rows[i], for i < M, in increasing i (deterministic).
 void moe_scatter_add_rows(float* dx, const float* dxp, const int32_t* rows, int M, int C);

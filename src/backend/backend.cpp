@@ -22,8 +22,7 @@ void Backend::moe_router_forward(float*, float*, int32_t*, float*, const float*,
                                  const cpu::MoeDims&) {
   no_moe(*this);
 }
-int Backend::moe_plan(int32_t*, int32_t*, int32_t*, int32_t*, const int32_t*,
-                      const cpu::MoeDims&) {
+int Backend::moe_plan(int32_t*, int32_t*, int32_t*, int32_t*, const int32_t*, const cpu::MoeDims&) {
   no_moe(*this);
 }
 void Backend::moe_gather_rows(void*, const void*, const int32_t*, int, int) { no_moe(*this); }
@@ -36,16 +35,14 @@ void Backend::moe_combine_backward(void*, float*, float*, const void*, const voi
                                    const cpu::MoeDims&, int) {
   no_moe(*this);
 }
-void Backend::moe_scatter_add_rows(void*, const void*, const int32_t*, int, int) {
-  no_moe(*this);
-}
+void Backend::moe_scatter_add_rows(void*, const void*, const int32_t*, int, int) { no_moe(*this); }
 void Backend::moe_losses(double*, const float*, const float*, const int32_t*, const cpu::MoeDims&,
                          double, double, double, double) {
   no_moe(*this);
 }
 void Backend::moe_router_backward(float*, const float*, const float*, const int32_t*,
-                                  const int32_t*, const float*, const int32_t*,
-                                  const cpu::MoeDims&, double, double, double, double) {
+                                  const int32_t*, const float*, const int32_t*, const cpu::MoeDims&,
+                                  double, double, double, double) {
   no_moe(*this);
 }
 

@@ -167,16 +167,15 @@ class Backend {
                        const int32_t* choice, const cpu::MoeDims& d);
   virtual void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C);
   virtual void moe_combine(void* out, const void* y, const void* bias, const int32_t* slot,
-                           const int32_t* choice, const float* gate, const cpu::MoeDims& d,
-                           int C);
+                           const int32_t* choice, const float* gate, const cpu::MoeDims& d, int C);
   virtual void moe_combine_backward(void* dy, float* dgate, float* dbias, const void* dout,
                                     const void* y, const void* bias, const int32_t* slot,
-                                    const int32_t* choice, const float* gate,
-                                    const cpu::MoeDims& d, int C);
+                                    const int32_t* choice, const float* gate, const cpu::MoeDims& d,
+                                    int C);
   virtual void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M, int C);
   virtual void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,
-                          const cpu::MoeDims& d, double aux_coef, double z_coef,
-                          double seq_weight, double tok_weight);
+                          const cpu::MoeDims& d, double aux_coef, double z_coef, double seq_weight,
+                          double tok_weight);
   virtual void moe_router_backward(float* dlogits, const float* probs, const float* lse,
                                    const int32_t* choice, const int32_t* slot, const float* dgate,
                                    const int32_t* counts, const cpu::MoeDims& d, double aux_coef,

@@ -130,8 +130,8 @@ class CpuBackend final : public Backend {
                                     const void* q, const void* k, const void* v, const float* lse,
                                     const float* delta, const int32_t* qpos, const int32_t* kpos,
                                     const cpu::RingDims& d, float* work) override {
-    cpu::ring_attention_backward_step(dq, dk, dv, F(dout), F(q), F(k), F(v), lse, delta, qpos,
-                                      kpos, d, work);
+    cpu::ring_attention_backward_step(dq, dk, dv, F(dout), F(q), F(k), F(v), lse, delta, qpos, kpos,
+                                      d, work);
   }
   void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
                           const float* logits, const cpu::MoeDims& d) override {
@@ -155,8 +155,7 @@ class CpuBackend final : public Backend {
     cpu::moe_combine_backward(F(dy), dgate, dbias, F(dout), F(y), F(bias), slot, choice, gate, d,
                               C);
   }
-  void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M,
-                            int C) override {
+  void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M, int C) override {
     cpu::moe_scatter_add_rows(F(dx), F(dxp), rows, M, C);
   }
   void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,

@@ -239,8 +239,8 @@ class CudaBackendT final : public Backend {
   void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                size_t rows) override {
     if (rows == 0 || width == 0) return;
-    LOOM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
-                                      cudaMemcpyDeviceToDevice, s()));
+    LOOM_CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, s()));
   }
   void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int N, int C,
                        float eps) override {

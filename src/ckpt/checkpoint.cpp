@@ -69,8 +69,8 @@ std::vector<float> gather_moment(const float* shard, ZeroOptimizer& opt, size_t 
   opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
   std::vector<float> all(reps.rank() == 0 ? S * size_t(reps.size()) : 0);
   LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
-  LOOM_MPI(MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0,
-                      reps.mpi()));
+  LOOM_MPI(
+      MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0, reps.mpi()));
   all.resize(reps.rank() == 0 ? total : 0);
   return all;
 }

@@ -25,7 +25,7 @@ Config load_and_validate(const std::string& path, const std::vector<std::string>
     }
     throw ReportedError{};
   }
-  if (cfg.parallel.dp == 0) 
+  if (cfg.parallel.dp == 0)
     cfg.parallel.dp = world / (cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp);
   return cfg;
 }

@@ -57,7 +57,9 @@ std::string to_yaml(const Config& cfg_in) {
   out << YAML::BeginMap;
   // The open mappings: a section ("model") and within it a subsection ("model.moe").
   std::string open;
-  auto depth = [](const std::string& s) { return s.empty() ? 0 : 1 + int(std::count(s.begin(), s.end(), '.')); };
+  auto depth = [](const std::string& s) {
+    return s.empty() ? 0 : 1 + int(std::count(s.begin(), s.end(), '.'));
+  };
   for (const Field& f : config_fields()) {
     if (open != f.section) {
       const std::string next = f.section;
@@ -70,7 +72,8 @@ std::string to_yaml(const Config& cfg_in) {
       while (depth(open) < depth(next)) {
         const size_t from = open.empty() ? 0 : open.size() + 1;
         const size_t dot = next.find('.', from);
-        const std::string part = next.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+        const std::string part =
+            next.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
         out << YAML::Key << part << YAML::Value << YAML::BeginMap;
         open = next.substr(0, dot == std::string::npos ? next.size() : dot);
       }
@@ -78,13 +81,21 @@ std::string to_yaml(const Config& cfg_in) {
     out << YAML::Key << f.key << YAML::Value;
     const void* slot = f.slot(cfg);
     switch (f.kind) {
-      case FieldKind::Int: out << *static_cast<const int*>(slot); break;
+      case FieldKind::Int:
+        out << *static_cast<const int*>(slot);
+        break;
       case FieldKind::UInt64:
         out << std::to_string(*static_cast<const uint64_t*>(slot));
         break;
-      case FieldKind::Double: out << format_double(*static_cast<const double*>(slot)); break;
-      case FieldKind::Bool: out << *static_cast<const bool*>(slot); break;
-      case FieldKind::String: emit_string(out, *static_cast<const std::string*>(slot)); break;
+      case FieldKind::Double:
+        out << format_double(*static_cast<const double*>(slot));
+        break;
+      case FieldKind::Bool:
+        out << *static_cast<const bool*>(slot);
+        break;
+      case FieldKind::String:
+        emit_string(out, *static_cast<const std::string*>(slot));
+        break;
       case FieldKind::IntList:
         out << YAML::Flow << *static_cast<const std::vector<int>*>(slot);
         break;

@@ -45,8 +45,8 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
 
   const long long tp = p.tp, pp = p.pp, cp = p.cp >= 1 ? p.cp : 1, model_ranks = tp * pp * cp;
   // The ranks of one model replica, as the messages name them.
-  const std::string replica = cp > 1 ? str("tp=", tp, " x pp=", pp, " x cp=", cp)
-                                     : str("tp=", tp, " x pp=", pp);
+  const std::string replica =
+      cp > 1 ? str("tp=", tp, " x pp=", pp, " x cp=", cp) : str("tp=", tp, " x pp=", pp);
   long long dp = p.dp;
   if (world > 0 && dp > 0 && model_ranks * dp != world) {
     const long long want = model_ranks * dp;
@@ -96,9 +96,9 @@ long long check_parallel(const Config& cfg, int world, Checker& c) {
            (long long)p.micro_batch_size * m.seq_len / cp % p.tp != 0)
     c.add(str("parallel.sequence_parallel: micro_batch_size=", p.micro_batch_size,
               " x model.seq_len=", m.seq_len, cp > 1 ? str(" / cp=", cp) : std::string(), " = ",
-              (long long)p.micro_batch_size * m.seq_len / cp, " token rows do not split over tp=",
-              p.tp, "; choose micro_batch_size x seq_len", cp > 1 ? " / cp" : "",
-              " divisible by tp"));
+              (long long)p.micro_batch_size * m.seq_len / cp,
+              " token rows do not split over tp=", p.tp, "; choose micro_batch_size x seq_len",
+              cp > 1 ? " / cp" : "", " divisible by tp"));
   if (m.n_layer > 0 && m.n_layer < p.pp)
     c.add(str("parallel.pp: ", p.pp, " is more than model.n_layer=", m.n_layer,
               " (each pipeline stage needs a layer); set pp <= ", m.n_layer));
@@ -171,7 +171,6 @@ void check_train(const Config& cfg, long long dp, Checker& c) {
   }
   c.at_least("train.loss_scale_window", t.loss_scale_window, 1, "clean steps before the scale doubles, e.g. 2000");
 }
-
 
 void check_optimizer(const OptimizerConfig& o, const std::string& dtype, Checker& c) {
   c.positive("optimizer.lr", o.lr, "set a positive peak learning rate, e.g. 6e-4");

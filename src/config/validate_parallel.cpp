@@ -41,9 +41,10 @@ void check_context_parallel(const Config& cfg, Checker& c) {
   if (p.cp <= 1) return;
   const long long T = cfg.model.seq_len, chunks = 2LL * p.cp;
   if (T >= 1 && T % chunks != 0)
-    c.add(str("model.seq_len: ", T, " is not divisible by 2 x parallel.cp = ", chunks,
-              " (each context-parallel rank holds one chunk from the head and one from the tail of ",
-              "every sequence); set seq_len to ", nearest_multiples(T, chunks), " or change cp"));
+    c.add(
+        str("model.seq_len: ", T, " is not divisible by 2 x parallel.cp = ", chunks,
+            " (each context-parallel rank holds one chunk from the head and one from the tail of ",
+            "every sequence); set seq_len to ", nearest_multiples(T, chunks), " or change cp"));
 }
 
 // Mixture of Experts with the parallel layout and device: what runs today.
@@ -58,8 +59,8 @@ void check_moe_layout(const Config& cfg, Checker& c) {
     c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu (the ",
               cfg.device, " backend has no MoE routing kernels yet); set device: cpu"));
   if (p.cp > 1)
-    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts,
-              " with parallel.cp: ", p.cp, " is not supported yet (the capacity and the ",
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with parallel.cp: ", p.cp,
+              " is not supported yet (the capacity and the ",
               "balancing loss are per sequence); set parallel.cp: 1"));
 }
 

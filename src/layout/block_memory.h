@@ -3,8 +3,8 @@
 // scratch out of a base pointer. With a null base the same code only measures, so the bytes
 // reserved and the pointers handed out cannot disagree.
 #pragma once
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/device_traits.h"
@@ -48,10 +48,10 @@ struct BlockActs {
   // Mixture of Experts (BlockDims::E > 0; else null, and fch/fchg hold the permuted rows):
   // the router's state and the routing plan (kernels/moe.h); fch (Mmax, FCl), fchg (Mmax, Hl)
   // and moe_y (Mmax, C) hold the experts' rows in expert order.
-  float *moe_probs, *moe_lse, *moe_gate;  // (N, E), (N), (N, k)
-  int32_t *moe_choice, *moe_slot;          // (N, k) each
+  float *moe_probs, *moe_lse, *moe_gate;         // (N, E), (N), (N, k)
+  int32_t *moe_choice, *moe_slot;                // (N, k) each
   int32_t *moe_offsets, *moe_rows, *moe_counts;  // (E + 1), (Mmax), (B, E)
-  void* moe_y;                             // (Mmax, C) this TP rank's partial expert outputs
+  void* moe_y;                                   // (Mmax, C) this TP rank's partial expert outputs
 };
 
 // Element sizes of a block's buffers: the act dtype, the attention's saved state and scratch
@@ -124,11 +124,11 @@ struct BlockScratch {
   // Context parallel only (else null): the ring attention's travelling K|V blocks and their
   // gradients (double-buffered), the forward accumulator (the backward's dq), the running max and
   // sum (the backward's delta), and the positions of every cp rank's T rows.
-  void* ring_kv[2];       // (N, 2*KV*D) each: [k | v]
-  float* ring_dkv[2];     // (N, 2*KV*D) each: [dk | dv]
-  float* ring_acc;        // (N, QKVl): (N, NH*D) forward; dq at q's columns backward
+  void* ring_kv[2];        // (N, 2*KV*D) each: [k | v]
+  float* ring_dkv[2];      // (N, 2*KV*D) each: [dk | dv]
+  float* ring_acc;         // (N, QKVl): (N, NH*D) forward; dq at q's columns backward
   float *ring_m, *ring_l;  // (B, NH, T) each
-  int32_t* ring_pos;      // (cp, T) global positions of each cp rank's rows, filled once
+  int32_t* ring_pos;       // (cp, T) global positions of each cp rank's rows, filled once
   static size_t bytes(const BlockDims& d, const ActFormat& f);
 };
 

@@ -154,9 +154,9 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
   LOOM_CHECK(p.lrows * tp_ == rows || !by_rows, name, " rows ", rows, " % tp ", tp_);
   LOOM_CHECK(shard != Shard::ExpertRows || (rows / m_.moe.num_experts) % tp_ == 0, name,
              ": an expert's ", rows / m_.moe.num_experts, " rows % tp ", tp_);
-  LOOM_CHECK(p.lcols * tp_ == cols || shard == Shard::Replicated || by_rows ||
-                 shard == Shard::VocabRows,
-             name, " cols ", cols, " % tp ", tp_);
+  LOOM_CHECK(
+      p.lcols * tp_ == cols || shard == Shard::Replicated || by_rows || shard == Shard::VocabRows,
+      name, " cols ", cols, " % tp ", tp_);
   for (int64_t part : col_parts(p))
     LOOM_CHECK(part % tp_ == 0, name, ": a column part of ", part, " % tp ", tp_);
   total_ += p.numel();

@@ -32,8 +32,8 @@ namespace {
 // before any member is built from them).
 const Config& checked(const Config& cfg, GridDims grid, Coord coord) {
   const int mb = cfg.parallel.micro_batch_size, global = cfg.train.global_batch_size;
-  LOOM_CHECK(grid.dp >= 1 && grid.pp >= 1 && grid.tp >= 1 && grid.cp >= 1 && mb >= 1 && global >= grid.dp * mb &&
-                 global % (grid.dp * mb) == 0,
+  LOOM_CHECK(grid.dp >= 1 && grid.pp >= 1 && grid.tp >= 1 && grid.cp >= 1 && mb >= 1 &&
+                 global >= grid.dp * mb && global % (grid.dp * mb) == 0,
              "train.global_batch_size ", global, " does not split into micro-batches of ", mb,
              " over dp=", grid.dp);
   LOOM_CHECK(coord.dp >= 0 && coord.dp < grid.dp && coord.pp >= 0 && coord.pp < grid.pp &&
@@ -68,8 +68,7 @@ RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
       overlap_(cfg.parallel.overlap),
       params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, virtual_stages_,
               cfg.parallel.stage_layers),
-      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel,
-                       grid.cp)) {
+      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel, grid.cp)) {
   LOOM_CHECK(!dims_.sp || dims_.N() % grid.tp == 0, "sequence parallelism: ", dims_.N(),
              " token rows per micro-batch do not split over tp=", grid.tp);
 }

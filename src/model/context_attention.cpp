@@ -75,8 +75,8 @@ void fill_position_tables(Backend& be, const BlockScratch& s, const BlockDims& d
   // The tables of the whole sequence, then this rank's two chunks of rows.
   const size_t half = size_t(d.D() / 2), full = size_t(d.T) * size_t(d.cp);
   Buffer cos(full * half * sizeof(float), be.device()), sin(cos.bytes(), be.device());
-  be.rope_table(static_cast<float*>(cos.data()), static_cast<float*>(sin.data()), int(full),
-                d.D(), d.theta);
+  be.rope_table(static_cast<float*>(cos.data()), static_cast<float*>(sin.data()), int(full), d.D(),
+                d.theta);
   const size_t c = size_t(d.T / 2), row = half * sizeof(float);
   const size_t first[2] = {size_t(cp_rank) * c, size_t(2 * d.cp - 1 - cp_rank) * c};
   for (int k = 0; k < 2; ++k) {

@@ -19,12 +19,12 @@ int64_t count_active_params(const ModelConfig& m);
 
 // Training FLOPs per token (forward + backward, recomputation not counted):
 //   6 * N + 12 * L * NH * D * T
-// N: the active parameters (count_active_params) a token's matmuls read, at 2 FLOPs per weight forward and 4 backward: every
-// parameter except the position table (wpe) and, when untied, the input embedding table (its
-// forward is a row lookup; the classifier is counted once, tied or not), the biases and norm
-// gains included at the same rate. 12 * L * NH * D * T: attention scores Q K^T and weighted
-// values P V, 2 * T * NH * D each forward per token, x3 with backward; the causal half is not
-// subtracted. With grouped-query attention the score and value products run per query head,
+// N: the active parameters (count_active_params) a token's matmuls read, at 2 FLOPs per weight
+// forward and 4 backward: every parameter except the position table (wpe) and, when untied, the
+// input embedding table (its forward is a row lookup; the classifier is counted once, tied or not),
+// the biases and norm gains included at the same rate. 12 * L * NH * D * T: attention scores Q K^T
+// and weighted values P V, 2 * T * NH * D each forward per token, x3 with backward; the causal half
+// is not subtracted. With grouped-query attention the score and value products run per query head,
 // so the term has NH * D, not NKV * D; the kv heads only shrink the qkv weights inside N.
 double flops_per_token(const ModelConfig& m);
 

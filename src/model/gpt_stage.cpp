@@ -3,9 +3,8 @@
 
 #include <algorithm>
 
-#include "model/context_attention.h"
-
 #include "core/check.h"
+#include "model/context_attention.h"
 
 namespace loom {
 

@@ -50,8 +50,8 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& 
     const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
     if (n == 0) continue;
     be.matmul_forward(at(a.fch, size_t(r0) * FCl, es), at(s.moe_x, size_t(r0) * C, es),
-                      at(w.fc_w, e * w1, es), w.fc_b ? at(w.fc_b, size_t(e) * Hl, es) : nullptr,
-                      n, C, FCl);
+                      at(w.fc_w, e * w1, es), w.fc_b ? at(w.fc_b, size_t(e) * Hl, es) : nullptr, n,
+                      C, FCl);
   }
   if (d.gated)
     be.swiglu_forward(a.fchg, a.fch, M, Hl);
@@ -64,13 +64,12 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& 
                       at(w.fcproj_w, e * w2, es), nullptr, n, Hl, C);
   }
   // The bias once over TP (the partials are summed); replicated, so every rank has it.
-  be.moe_combine(partial, a.moe_y, tp.rank() == 0 ? w.fcproj_b : nullptr, a.moe_slot,
-                 a.moe_choice, a.moe_gate, md, C);
+  be.moe_combine(partial, a.moe_y, tp.rank() == 0 ? w.fcproj_b : nullptr, a.moe_slot, a.moe_choice,
+                 a.moe_gate, md, C);
 }
 
 void moe_backward_combine(Backend& be, const void* dy, const BlockWeights& w, const BlockGrads& g,
-                          const BlockActs& a, const BlockScratch& s, const BlockDims& d,
-                          Comm& tp) {
+                          const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp) {
   const cpu::MoeDims md = moe_dims(d);
   // dgate is a dot with the whole expert output: this rank's partial (plus the bias on rank 0),
   // summed over TP. The bias gradient needs no sum: dy is the same on every TP rank.
@@ -105,8 +104,9 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
     const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
     if (n == 0) continue;
     be.matmul_backward(at(s.moe_dxp, size_t(r0) * C, es), g.fc_w + e * w1,
-                       g.fc_b ? g.fc_b + size_t(e) * Hl : nullptr, at(s.moe_dh, size_t(r0) * FCl, es),
-                       at(s.moe_x, size_t(r0) * C, es), at(w.fc_w, e * w1, es), n, C, FCl);
+                       g.fc_b ? g.fc_b + size_t(e) * Hl : nullptr,
+                       at(s.moe_dh, size_t(r0) * FCl, es), at(s.moe_x, size_t(r0) * C, es),
+                       at(w.fc_w, e * w1, es), n, C, FCl);
   }
   be.zero(dx, size_t(N) * C * es);
   be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, M, C);
@@ -118,7 +118,8 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
   const bool mine = tp.rank() == 0;
   be.matmul_backward(mine ? s.moe_x : nullptr, g.router_w, nullptr, s.moe_logits, x, w.router_w, N,
                      C, E);
-  if (mine) be.add_inplace(static_cast<float*>(dx), static_cast<const float*>(s.moe_x), size_t(N) * C);
+  if (mine)
+    be.add_inplace(static_cast<float*>(dx), static_cast<const float*>(s.moe_x), size_t(N) * C);
 }
 
 }  // namespace loom

@@ -23,10 +23,10 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockTensors<c
 // input rows' gradient (summed over TP by the caller, as a column-parallel input gradient) from
 // the experts and the router. Both accumulate weight gradients into g.
 void moe_backward_combine(Backend& be, const void* dy, const BlockTensors<const void*>& w,
-                          const BlockTensors<float*>& g, const BlockActs& a,
-                          const BlockScratch& s, const BlockDims& d, Comm& tp);
+                          const BlockTensors<float*>& g, const BlockActs& a, const BlockScratch& s,
+                          const BlockDims& d, Comm& tp);
 void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockTensors<const void*>& w,
-                          const BlockTensors<float*>& g, const BlockActs& a,
-                          const BlockScratch& s, const BlockDims& d, Comm& tp);
+                          const BlockTensors<float*>& g, const BlockActs& a, const BlockScratch& s,
+                          const BlockDims& d, Comm& tp);
 
 }  // namespace loom

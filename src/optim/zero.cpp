@@ -216,8 +216,8 @@ GradHooks ZeroOptimizer::grad_hooks() {
     for (int d = 0; d < dp_; ++d) {
       ShardRange o = owned_by(layer_begin_[l], layer_end_[l], d);
       for (size_t off = o.lo; off < o.hi; off += kBucket)
-        staged_[b].reqs.push_back(
-            pc_.replicas().start_reduce(data + (off - layer_begin_[l]), std::min(kBucket, o.hi - off), d));
+        staged_[b].reqs.push_back(pc_.replicas().start_reduce(data + (off - layer_begin_[l]),
+                                                              std::min(kBucket, o.hi - off), d));
     }
     staged_[b].layer = layer;
   };
@@ -272,8 +272,8 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
 
 void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
   for (size_t off = begin; off < end; off += kBucket)
-    reduces_.push_back(pc_.replicas().start_all_reduce(model_->grads() + off, std::min(kBucket, end - off),
-                                               ReduceOp::Sum));
+    reduces_.push_back(pc_.replicas().start_all_reduce(
+        model_->grads() + off, std::min(kBucket, end - off), ReduceOp::Sum));
 }
 
 // Completes the reduces from staging buffer b as reduce_to_owners would have: the owned part of
@@ -315,7 +315,8 @@ void ZeroOptimizer::reduce_grads_and_norm() {
     if (!started) {
       LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
       for (size_t off = 0; off < layout_.total(); off += kBucket)
-        pc_.replicas().all_reduce(grads + off, std::min(kBucket, layout_.total() - off), ReduceOp::Sum);
+        pc_.replicas().all_reduce(grads + off, std::min(kBucket, layout_.total() - off),
+                                  ReduceOp::Sum);
     }
     for (CommRequest& r : reduces_) pc_.replicas().wait(r);
     reduces_.clear();

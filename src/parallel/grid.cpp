@@ -92,7 +92,8 @@ std::string Grid::describe(int rank) const {
 std::string order_text(const Grid& grid) {
   std::string out;
   for (Axis a : grid.order())
-    if (a != Axis::CP || grid.size(Axis::CP) > 1) out += (out.empty() ? "" : "-") + std::string(axis_name(a));
+    if (a != Axis::CP || grid.size(Axis::CP) > 1)
+      out += (out.empty() ? "" : "-") + std::string(axis_name(a));
   return out;
 }
 

@@ -11,7 +11,9 @@ const char* axis_name(Axis a);
 
 struct Coord {
   int dp = 0, pp = 0, tp = 0, cp = 0;
-  int operator[](Axis a) const { return a == Axis::DP ? dp : a == Axis::PP ? pp : a == Axis::TP ? tp : cp; }
+  int operator[](Axis a) const {
+    return a == Axis::DP ? dp : a == Axis::PP ? pp : a == Axis::TP ? tp : cp;
+  }
   int& at(Axis a) { return a == Axis::DP ? dp : a == Axis::PP ? pp : a == Axis::TP ? tp : cp; }
   bool operator==(const Coord& o) const {
     return dp == o.dp && pp == o.pp && tp == o.tp && cp == o.cp;
@@ -36,7 +38,7 @@ class Grid {
   const std::array<Axis, 4>& order() const { return order_; }
 
  private:
-  std::array<int, 4> sizes_;  // by Axis
+  std::array<int, 4> sizes_;   // by Axis
   std::array<Axis, 4> order_;  // innermost first
 };
 

@@ -199,9 +199,8 @@ std::vector<std::string> format_rank_map(const Grid& grid, const std::vector<std
   const bool cp = grid.size(Axis::CP) > 1;
   out.push_back(str("grid dp", grid.size(Axis::DP), " x pp", grid.size(Axis::PP), " x tp",
                     grid.size(Axis::TP), cp ? str(" x cp", grid.size(Axis::CP)) : "", " = ",
-                    plural(n, "rank", "ranks"), " on ",
-                    plural(long(nodes.size()), "host", "hosts"), ", rank order ", order_text(grid),
-                    " (first axis innermost)"));
+                    plural(n, "rank", "ranks"), " on ", plural(long(nodes.size()), "host", "hosts"),
+                    ", rank order ", order_text(grid), " (first axis innermost)"));
   if (n <= max_rows) {
     size_t hw = 4, gw = 3;
     for (const HostRanks& h : nodes) hw = std::max(hw, std::min<size_t>(h.host.size(), 40));

@@ -147,9 +147,8 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
                     run.cp() > 1 ? str(" x cp", run.cp(), " (", m.seq_len / run.cp(),
                                        " tokens of each sequence per rank)")
                                  : "",
-                    " = ",
-                    run.grid().world(), " ranks | ", schedule_name(run.schedule()), " schedule, ",
-                    run.microbatches(), " micro-batches of ", run.micro_batch(),
+                    " = ", run.grid().world(), " ranks | ", schedule_name(run.schedule()),
+                    " schedule, ", run.microbatches(), " micro-batches of ", run.micro_batch(),
                     " sequences per data-parallel rank | ZeRO stage ", run.zero_stage()));
   const double tokens_per_step = double(t.global_batch_size) * m.seq_len;
   out.push_back(str("train ", t.steps, " steps x ", t.global_batch_size, " sequences x ",

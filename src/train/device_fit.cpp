@@ -147,16 +147,16 @@ DeviceEstimate check_device_fit(const Config& cfg, const RunLayout& run, int ran
 
   const Coord c = run.coord();
   std::string msg = str("device memory: rank ", rank, " (dp", c.dp, " pp", c.pp, " tp", c.tp,
-                        run.cp() > 1 ? str(" cp", c.cp) : "", ") needs about ", gib(need), " but the GPU (", device_name, ") has ",
-                        gib(free_bytes), " free of ", gib(total_bytes), "; short by ",
-                        gib(need - free_bytes), ".\n");
-  msg += str("  estimate for GPT ", cfg.model.n_layer, " layers x d_model ", cfg.model.d_model,
-             ", ", e.dtype, ", ", run.micro_batch(), " x ", run.dims().T,
-             " tokens per micro-batch, ", e.slots, " of ", e.microbatches,
-             " micro-batches in flight on stage ", e.stage,
-             ", train.recompute: ", recompute_name(run.recompute()),
-             ", optimizer.zero_stage: ", run.zero_stage(), " over ",
-             run.cp() > 1 ? str("dp x cp = ", run.replicas()) : str("dp=", run.dp()), ":");
+                        run.cp() > 1 ? str(" cp", c.cp) : "", ") needs about ", gib(need),
+                        " but the GPU (", device_name, ") has ", gib(free_bytes), " free of ",
+                        gib(total_bytes), "; short by ", gib(need - free_bytes), ".\n");
+  msg +=
+      str("  estimate for GPT ", cfg.model.n_layer, " layers x d_model ", cfg.model.d_model, ", ",
+          e.dtype, ", ", run.micro_batch(), " x ", run.dims().T, " tokens per micro-batch, ",
+          e.slots, " of ", e.microbatches, " micro-batches in flight on stage ", e.stage,
+          ", train.recompute: ", recompute_name(run.recompute()),
+          ", optimizer.zero_stage: ", run.zero_stage(), " over ",
+          run.cp() > 1 ? str("dp x cp = ", run.replicas()) : str("dp=", run.dp()), ":");
   std::string sep = " ";
   for (const auto& p : e.parts()) {
     if (p.second == 0) continue;

@@ -2,9 +2,8 @@
 // every layer, gathered from every rank's stage, for the log, metrics.jsonl and tests.
 #pragma once
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "layout/run_layout.h"
 #include "model/gpt_stage.h"

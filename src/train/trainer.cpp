@@ -14,14 +14,14 @@
 #include "ckpt/checkpoint.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/process.h"
 #include "model/context_attention.h"
+#include "model/flops.h"
 #include "model/init.h"
 #include "optim/lr_schedule.h"
-#include "train/device_fit.h"
-#include "core/process.h"
-#include "model/flops.h"
 #include "parallel/collective.h"
 #include "parallel/device_comms.h"
+#include "train/device_fit.h"
 #include "train/signals.h"
 
 namespace loom {
@@ -176,7 +176,8 @@ void Trainer::log_step(const StepStats& s) {
 }
 
 void Trainer::run() {
-  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
+  if (pc_.rank == 0)
+    metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
   if (pc_.rank == 0 && !resumed_from_.empty()) {  // a restart shows in metrics.jsonl too
     nlohmann::ordered_json j;
     j["event"] = "resume";
@@ -339,8 +340,10 @@ void Trainer::print_breakdown(int steps) {
   const auto& t = timers_.totals();
   auto total = [&](const char* k) { return t.count(k) ? t.at(k) : 0.0; };
   // Only time inside train_step counts (not evaluation or checkpoint saves).
-  double v[8] = {total("step"),    0, total("optimizer"),  total("tp_comm"),
-                 total("pp_wait"), total("dp_comm"), total("world_comm"), total("cp_comm")};
+  double v[8] = {total("step"),       0,
+                 total("optimizer"),  total("tp_comm"),
+                 total("pp_wait"),    total("dp_comm"),
+                 total("world_comm"), total("cp_comm")};
   v[1] = v[0] - v[2] - v[3] - v[4] - v[5] - v[6] - v[7];  // compute
   pc_.world.all_reduce(v, 8, ReduceOp::Sum);
   for (double& x : v) x /= double(steps) * pc_.world.size();

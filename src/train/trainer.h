@@ -17,8 +17,8 @@
 #include "pipeline/executor.h"
 #include "train/console.h"
 #include "train/metrics.h"
-#include "train/moe_stats.h"
 #include "train/mfu.h"
+#include "train/moe_stats.h"
 #include "train/step_feed.h"
 
 namespace loom {

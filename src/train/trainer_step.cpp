@@ -151,12 +151,8 @@ StepStats Trainer::step_stats() {
     double step_ms = be.mark_ms(last.begin, last.end);
     double tp = last.busy1[0] - last.busy0[0], pp = last.busy1[1] - last.busy0[1];
     double dp = last.busy1[2] - last.busy0[2], cp = last.busy1[4] - last.busy0[4];
-    s.time_ms = {{"forward", fwd},
-                 {"backward", bwd},
-                 {"optimizer", opt},
-                 {"tp_comm", tp},
-                 {"pp_wait", pp},
-                 {"dp_comm", dp}};
+    s.time_ms = {{"forward", fwd}, {"backward", bwd}, {"optimizer", opt},
+                 {"tp_comm", tp},  {"pp_wait", pp},   {"dp_comm", dp}};
     if (run_->cp() > 1) s.time_ms.push_back({"cp_comm", cp});
     s.time_ms.push_back({"other", step_ms - fwd - bwd - opt - tp - pp - dp - cp});
   }

@@ -46,8 +46,8 @@ std::string fresh_dir(const std::string& name) {
 }
 
 std::string name(const Layout& l) {
-  return "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" +
-         std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " zero" + std::to_string(l.zero);
+  return "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" + std::to_string(l.tp) +
+         " cp" + std::to_string(l.cp) + " zero" + std::to_string(l.zero);
 }
 
 TEST(CheckpointCp, ExactResume) {
@@ -80,8 +80,8 @@ TEST(CheckpointCp, MoeReshardAcrossLayouts) {
   const std::string dir = fresh_dir("moe");
   const test::TrainRun straight = train({1, 1, 1, 1, 0, true}, dir + "_ref", 20, false);
   train({2, 2, 2, 1, 2, true}, dir, 10, false, 10);
-  for (const Layout& l : {Layout{1, 1, 1, 1, 0, true}, Layout{1, 2, 4, 1, 3, true},
-                          Layout{8, 1, 1, 1, 1, true}}) {
+  for (const Layout& l :
+       {Layout{1, 1, 1, 1, 0, true}, Layout{1, 2, 4, 1, 3, true}, Layout{8, 1, 1, 1, 1, true}}) {
     const test::TrainRun r = train(l, dir, 20, true);
     if (test::world_rank() == 0)
       test::expect_continues(r, straight, "moe dp2 pp2 tp2 -> " + name(l));

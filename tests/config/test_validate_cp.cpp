@@ -72,8 +72,8 @@ TEST(ConfigValidateCp, SequenceParallelRowsAreThisRanksShare) {
   c.parallel.tp = 32;
   c.model.n_head = 32;
   c.parallel.sequence_parallel = true;
-  EXPECT_TRUE(reports(c, 64, {"parallel.sequence_parallel", "/ cp=2 = 16 token rows",
-                              "do not split over tp=32"}));
+  EXPECT_TRUE(reports(
+      c, 64, {"parallel.sequence_parallel", "/ cp=2 = 16 token rows", "do not split over tp=32"}));
 }
 
 }  // namespace

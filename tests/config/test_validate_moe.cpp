@@ -47,8 +47,7 @@ TEST(ConfigMoe, UnknownNestedKeysAreNamed) {
     ADD_FAILURE() << "no error";
   } catch (const loom::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("model.moe.num_expert"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("did you mean 'model.moe.num_experts'"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("did you mean 'model.moe.num_experts'"), std::string::npos)
         << e.what();
   }
   EXPECT_THROW(loom::parse_config("", {"model.moe.top=2"}, "t.yaml"), loom::UserError);

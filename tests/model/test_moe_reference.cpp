@@ -2,9 +2,9 @@
 // tests/reference/ (make_moe_fixtures.py): logits, losses, routing, gradients, 3 AdamW steps.
 //
 // It uses cfg.model.moe (num_experts, top_k, capacity_factor, aux_loss_coef, z_loss_coef) and
-// Trainer::moe_stats() (train/moe_stats.h): the last step's aux_loss and z_loss (summed over layers),
-// tokens_per_expert[layer][expert] (before dropping), dropped[layer], and, per layer over the
-// step's B*T tokens in sample order, choices[layer][token*k + j] (the expert of the token's
+// Trainer::moe_stats() (train/moe_stats.h): the last step's aux_loss and z_loss (summed over
+// layers), tokens_per_expert[layer][expert] (before dropping), dropped[layer], and, per layer over
+// the step's B*T tokens in sample order, choices[layer][token*k + j] (the expert of the token's
 // j-th choice, decreasing probability) and kept[layer][token*k + j] (1 kept, 0 dropped).
 #include <gtest/gtest.h>
 

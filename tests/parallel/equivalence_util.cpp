@@ -147,7 +147,8 @@ const RunResult& single_rank_run(const Config& base) {
 
 std::optional<RunResult> expect_equals_single_rank(const Config& c, const Config& base,
                                                    const std::string& name) {
-  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp * c.parallel.cp, rank = world_rank();
+  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp * c.parallel.cp,
+            rank = world_rank();
   Config v = c;  // the layout rules (the synthetic samples need no data files)
   v.data.train = {{"synthetic", 1.0}};
   v.model.vocab_size = std::max(v.model.vocab_size, 257);  // the byte tokenizer's minimum
