@@ -18,6 +18,7 @@
 #include "data_tools/tokenizer.h"
 #include "model/flops.h"
 #include "parallel/collective.h"
+#include "parallel/device_comms.h"
 #include "parallel/watchdog.h"
 #include "train/generate.h"
 #include "train/signals.h"
@@ -54,7 +55,12 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   std::vector<int> gpus;  // empty on cpu: the rank map shows "-"
 #ifdef LOOM_HAVE_NCCL
   if (cfg.device == "cuda") {
-    collectively([&] { gpus = gpus_for_ranks(*j.pc, visible_gpu_ids()); });
+    // The host-staged testing mode (LOOM_DEVICE_COMM=host) lets ranks share a GPU; a bad value
+    // of the variable is one message from every rank.
+    collectively([&] {
+      const bool share = device_comm_kind() == DeviceCommKind::Host;
+      gpus = gpus_for_ranks(*j.pc, visible_gpu_ids(), share);
+    });
     j.pc->gpu = gpus[size_t(j.pc->rank)];
   }
 #endif
@@ -67,14 +73,14 @@ Job start(const std::string& config, const std::vector<std::string>& overrides) 
   // every axis, outside collectively() (its failures end the job through abort_job), then the
   // model, whose device-memory estimate is checked before anything is allocated.
   std::unique_ptr<Backend> backend;
-  collectively(
-      [&] { backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0)); });
-#ifdef LOOM_HAVE_NCCL
+  collectively([&] {
+    backend = make_backend(cfg.device, cfg.train.dtype, std::max(j.pc->gpu, 0));
+    if (backend->device() == Device::CUDA) device_comm_kind();  // a bad LOOM_DEVICE_COMM: here
+  });
   if (backend->device() == Device::CUDA) {
-    info(backend->describe());
-    attach_nccl(*j.pc, backend->stream());
+    info(backend->describe(), ", device communicators: ", device_comm_name(device_comm_kind()));
+    attach_device_comms(*j.pc, *backend);
   }
-#endif
   collectively([&] {
     j.trainer = std::make_unique<Trainer>(cfg, *j.pc, SampleFn{}, SampleFn{}, std::move(backend));
   });

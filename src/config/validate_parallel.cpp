@@ -20,10 +20,6 @@ void check_virtual_stages(const Config& cfg, long long dp, Checker& c) {
   if (p.schedule != "1f1b")
     c.add(str("parallel.virtual_stages: ", v, " runs interleaved 1F1B but parallel.schedule is ",
               quoted(p.schedule), "; set schedule: 1f1b or virtual_stages: 1"));
-  if (cfg.device != "cpu")
-    c.add(str("parallel.virtual_stages: ", v, " needs device: cpu (the ", cfg.device,
-              " pipeline transfers connect adjacent stages only, and the last stage's chunks send",
-              " to the first); set virtual_stages: 1 or device: cpu"));
   const long long chunks = (long long)p.pp * v;
   if (L > 0 && L % chunks != 0)
     c.add(str("model.n_layer: ", L, " is not divisible by parallel.pp x parallel.virtual_stages = ",

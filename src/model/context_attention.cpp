@@ -100,8 +100,8 @@ void ring_attention_forward(Backend& be, void* out, float* lse, const void* qkv,
     MPI_Request sent = MPI_REQUEST_NULL;
     CommRequest got;
     if (i + 1 < n) {  // the block moves on while this rank computes on it
-      sent = cp.isend(cur, kvn, t, next, kTagKV);
-      got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV);
+      sent = cp.isend(cur, kvn, t, next, kTagKV, Ring::Next);
+      got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV, Ring::Next);
     }
     const int owner = (me - i + n) % n;
     be.ring_attention_forward_step(s.ring_acc, s.ring_m, s.ring_l, qkv, cur, at(cur, vcol), qpos,
@@ -136,14 +136,15 @@ void ring_attention_backward(Backend& be, void* dqkv, const void* dout, const vo
     MPI_Request kv_sent = MPI_REQUEST_NULL;
     CommRequest kv_got;
     if (i + 1 < n) {
-      kv_sent = cp.isend(kv, kvn, t, next, kTagKV);
-      kv_got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV);
+      kv_sent = cp.isend(kv, kvn, t, next, kTagKV, Ring::Next);
+      kv_got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV, Ring::Next);
     }
     const int owner = (me - i + n) % n;
     be.ring_attention_backward_step(dq, dkv, dkv + kvcols, dout, qkv, kv, at(kv, vcol), lse, delta,
                                     qpos, s.ring_pos + size_t(owner) * d.T, rd, s.datt);
-    MPI_Request dkv_sent = cp.isend(dkv, kvn, DType::F32, next, kTagDKV);
-    CommRequest dkv_got = cp.start_recv(s.ring_dkv[(i + 1) % 2], kvn, DType::F32, prev, kTagDKV);
+    MPI_Request dkv_sent = cp.isend(dkv, kvn, DType::F32, next, kTagDKV, Ring::Next);
+    CommRequest dkv_got =
+        cp.start_recv(s.ring_dkv[(i + 1) % 2], kvn, DType::F32, prev, kTagDKV, Ring::Next);
     cp.wait(kv_got);
     cp.wait(dkv_got);
     cp.wait(&kv_sent);

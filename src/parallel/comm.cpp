@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/timer.h"
+#include "parallel/p2p_route.h"
 #include "parallel/watchdog.h"
 
 namespace loom {
@@ -226,10 +227,11 @@ void Comm::recv(float* x, size_t n, int peer, int tag) {
              ", expected ", n);
 }
 
-MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag) {
+MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag, Ring way) {
   if (on_device()) {
-    LOOM_CHECK(peer >= 0 && peer < size_, "isend to ", peer, " on ", describe_);
-    dev_->send(x, n, t, peer);
+    LOOM_CHECK(peer == ring_peer(rank_, way, size_), "isend to ", peer, " on ", describe_,
+               ": rank ", rank_, "'s neighbour that way is ", ring_peer(rank_, way, size_));
+    dev_->send(x, n, t, peer, way);
     bytes_ += n * dtype_size(t);
     return MPI_REQUEST_NULL;
   }
@@ -237,11 +239,14 @@ MPI_Request Comm::isend(const void* x, size_t n, DType t, int peer, int tag) {
   return isend(static_cast<const float*>(x), n, peer, tag);
 }
 
-void Comm::recv(void* x, size_t n, DType t, int peer, int tag) {
+void Comm::recv(void* x, size_t n, DType t, int peer, int tag, Ring way) {
   if (on_device()) {
-    LOOM_CHECK(peer >= 0 && peer < size_, "recv from ", peer, " on ", describe_);
+    // A receive in `way` comes from the neighbour the other way.
+    const Ring back = way == Ring::Next ? Ring::Prev : Ring::Next;
+    LOOM_CHECK(peer == ring_peer(rank_, back, size_), "recv from ", peer, " on ", describe_,
+               ": rank ", rank_, " receives that way from ", ring_peer(rank_, back, size_));
     Blocked blocked(*this, "recv");
-    dev_->recv(x, n, t, peer);
+    dev_->recv(x, n, t, peer, way);
     return;
   }
   LOOM_CHECK(t == DType::F32, "comm '", name_, "': host recv of ", dtype_name(t));
@@ -271,6 +276,7 @@ CommRequest& CommRequest::operator=(CommRequest&& o) noexcept {
   displs_ = std::move(o.displs_);
   recv_n_ = o.recv_n_;
   peer_ = o.peer_;
+  way_ = o.way_;
   dtype_ = o.dtype_;
   dev_recv_ = std::exchange(o.dev_recv_, nullptr);
   return *this;
@@ -321,13 +327,14 @@ CommRequest Comm::start_all_gatherv(const float* send, float* recv, std::vector<
   return r;
 }
 
-CommRequest Comm::start_recv(void* x, size_t n, DType t, int peer, int tag) {
+CommRequest Comm::start_recv(void* x, size_t n, DType t, int peer, int tag, Ring way) {
   LOOM_CHECK(n <= size_t(INT_MAX) && peer >= 0 && peer < size_, "recv of ", n, " from ", peer,
              " on ", describe_);
   CommRequest r;
   r.call_ = "recv";
   r.recv_n_ = n;
   r.peer_ = peer;
+  r.way_ = way;
   r.dtype_ = t;
   if (on_device()) {
     r.dev_recv_ = x;
@@ -340,7 +347,7 @@ CommRequest Comm::start_recv(void* x, size_t n, DType t, int peer, int tag) {
 
 void Comm::wait(CommRequest& r) {
   if (r.dev_recv_) {
-    recv(std::exchange(r.dev_recv_, nullptr), r.recv_n_, r.dtype_, r.peer_, 0);
+    recv(std::exchange(r.dev_recv_, nullptr), r.recv_n_, r.dtype_, r.peer_, 0, r.way_);
     return;
   }
   if (r.req_ == MPI_REQUEST_NULL) return;

@@ -16,7 +16,14 @@ namespace loom {
 
 enum class ReduceOp { Sum, Max };
 
-// Collectives and point-to-point transfers on device memory (NCCL; parallel/nccl_comm.h), over
+// The way a point-to-point transfer travels along its axis, seen as a ring: Next goes to
+// (rank + 1) mod size (pipeline activations, the last stage's to the first included), Prev to
+// (rank - 1) mod size (gradients). Device transfers name it: on a ring of two both ways lead to
+// the same peer, and device p2p (no tags) keeps one ordered lane per way (parallel/p2p_route.h).
+enum class Ring { Next, Prev };
+
+// Collectives and point-to-point transfers on device memory (NCCL, parallel/nccl_comm.h; or the
+// host-staged testing mode, parallel/host_staged_comm.h; see parallel/device_comms.h), over
 // the same ranks as the Comm they are attached to, enqueued on the cuda backend's stream. Counts
 // are elements of `t`. Attached to every Comm of a ParallelCtx when device: cuda (size-1 axes
 // included), so device buffers never reach MPI (Debian's OpenMPI is not CUDA-aware).
@@ -37,8 +44,10 @@ class DeviceComm {
   // host does not wait): only at the end of a pipeline run. reserve_sends() allocates the
   // staging buffers of `count` sends of up to `bytes` each per direction, before any step, so
   // that no send allocates (a cudaMalloc/cudaFree mid-step can synchronize the device).
-  virtual void send(const void* x, size_t n, DType t, int peer) = 0;
-  virtual void recv(void* x, size_t n, DType t, int peer) = 0;
+  // `peer` is the neighbour of this rank on the ring the way `way` goes; the k-th send from a
+  // to b in one way matches b's k-th receive from a in that way.
+  virtual void send(const void* x, size_t n, DType t, int peer, Ring way) = 0;
+  virtual void recv(void* x, size_t n, DType t, int peer, Ring way) = 0;
   virtual void complete() = 0;
   virtual void reserve_sends(size_t bytes, int count) = 0;
 };
@@ -66,6 +75,7 @@ class CommRequest {
   std::vector<int> counts_, displs_;  // all_gatherv: must outlive the MPI request
   size_t recv_n_ = 0;                 // receive: elements expected
   int peer_ = -1;
+  Ring way_ = Ring::Next;
   DType dtype_ = DType::F32;
   void* dev_recv_ = nullptr;  // device receive, enqueued at wait (see Comm::start_recv)
 };
@@ -114,9 +124,10 @@ class Comm {
   void recv(float* x, size_t n, int peer, int tag);
   void wait(MPI_Request* req);
   // The same on buffers of dtype t (host fp32 through MPI, device buffers through the
-  // DeviceComm: isend then returns MPI_REQUEST_NULL; wait_sends() drains its sends).
-  MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag);
-  void recv(void* x, size_t n, DType t, int peer, int tag);
+  // DeviceComm: isend then returns MPI_REQUEST_NULL; wait_sends() drains its sends). `way`
+  // matters on device only (there peer must be the neighbour that way; see Ring).
+  MPI_Request isend(const void* x, size_t n, DType t, int peer, int tag, Ring way);
+  void recv(void* x, size_t n, DType t, int peer, int tag, Ring way);
   void wait_sends();
   // Device p2p (cuda): staging for `count` sends of up to `bytes` per direction, allocated now.
   void reserve_sends(size_t bytes, int count);
@@ -134,7 +145,7 @@ class Comm {
   // Host: MPI_Irecv. Device: the receive is enqueued when waited for, not at start, because a
   // receive enqueued on the compute stream would hold back the compute enqueued after it (a
   // side-stream DeviceComm can enqueue it at start).
-  CommRequest start_recv(void* x, size_t n, DType t, int peer, int tag);
+  CommRequest start_recv(void* x, size_t n, DType t, int peer, int tag, Ring way);
   void wait(CommRequest& r);
   bool test(CommRequest& r);
 

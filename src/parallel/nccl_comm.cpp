@@ -128,8 +128,7 @@ NcclComm::Impl::~Impl() {
   for (cudaStream_t s : send_stream)
     if (idle && s != nullptr && cudaStreamQuery(s) != cudaSuccess) idle = false;
   std::vector<ncclComm_t> all{comm};
-  for (auto& row : p2p_comm)
-    for (ncclComm_t c : row) all.push_back(c);
+  for (ncclComm_t c : p2p_comm) all.push_back(c);
   for (ncclComm_t c : all) {
     if (c == nullptr) continue;
     ncclResult_t async = ncclSuccess;
@@ -137,14 +136,14 @@ NcclComm::Impl::~Impl() {
   }
   for (ncclComm_t c : all)
     if (c != nullptr) idle ? ncclCommDestroy(c) : ncclCommAbort(c);
-  for (Dir d : {Dir::Up, Dir::Down}) {
-    for (Staging& s : staging[int(d)]) {
+  for (int d : {0, 1}) {
+    for (Staging& s : staging[d]) {
       if (s.ptr != nullptr) cudaFree(s.ptr);  // stream-ordered memory may be freed this way too
       if (s.sent != nullptr) cudaEventDestroy(s.sent);
     }
-    if (ready[int(d)] != nullptr) cudaEventDestroy(ready[int(d)]);
-    if (drained[int(d)] != nullptr) cudaEventDestroy(drained[int(d)]);
-    if (send_stream[int(d)] != nullptr) cudaStreamDestroy(send_stream[int(d)]);
+    if (ready[d] != nullptr) cudaEventDestroy(ready[d]);
+    if (drained[d] != nullptr) cudaEventDestroy(drained[d]);
+    if (send_stream[d] != nullptr) cudaStreamDestroy(send_stream[d]);
   }
   cudaGetLastError();
 }

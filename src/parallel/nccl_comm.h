@@ -17,8 +17,9 @@ namespace loom {
 // owns the point-to-point machinery, built so that a send never holds up the compute stream:
 // the data is copied into a staging buffer on the compute stream (the caller may overwrite its
 // buffer right after send() returns), then sent on a send stream of its own over a communicator
-// used for nothing else on this rank; recv() runs on the compute stream. Peers must be adjacent
-// (rank +- 1), as pipeline stages are. The reasoning: nccl_comm.cpp and docs/gpu-parallel.md.
+// used for nothing else on this rank; recv() runs on the compute stream. Peers are the ring
+// neighbours (rank +- 1 mod size: pipeline stages, and the wrap of interleaved 1F1B). The
+// reasoning: nccl_p2p.cpp and docs/gpu-parallel.md.
 //
 // Every NCCL or CUDA failure throws InternalError naming the call, the axis (what), the world
 // rank and NCCL's message.
@@ -39,8 +40,8 @@ class NcclComm : public DeviceComm {
   void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs, DType t) override;
   void broadcast(void* x, size_t bytes, int root) override;
-  void send(const void* x, size_t n, DType t, int peer) override;
-  void recv(void* x, size_t n, DType t, int peer) override;
+  void send(const void* x, size_t n, DType t, int peer, Ring way) override;
+  void recv(void* x, size_t n, DType t, int peer, Ring way) override;
   void complete() override;
   void reserve_sends(size_t bytes, int count) override;
 

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "parallel/nccl_comm.h"
+#include "parallel/p2p_route.h"
 
 namespace loom {
 namespace nccl_detail {
 
-// The direction of a p2p send, and the index of the per-direction arrays of NcclComm::Impl.
-enum class Dir { Up = 0, Down = 1 };  // toward rank+1 (activations), toward rank-1 (gradients)
-constexpr size_t kMaxStaging = 64;  // staging buffers per direction before a send waits
+// The per-way arrays of NcclComm::Impl are indexed by int(Ring): Next (activations), Prev.
+constexpr size_t kMaxStaging = 64;  // staging buffers per way before a send waits
 
 // Throw InternalError naming the call, the communicator (what), the world rank and the error.
 [[noreturn]] void nccl_failed(ncclResult_t rc, const char* call, const std::string& what,
@@ -41,7 +41,7 @@ struct NcclComm::Impl {
   cudaStream_t stream = nullptr;  // compute stream (not owned)
   ncclComm_t comm = nullptr;      // collectives
   bool p2p = false;
-  ncclComm_t p2p_comm[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // [dir][sender parity]
+  ncclComm_t p2p_comm[kP2PLanes] = {};  // by lane (p2p_route.h: way and sender colour)
   cudaStream_t send_stream[2] = {nullptr, nullptr};
   cudaEvent_t ready[2] = {nullptr, nullptr};    // staging copy done (compute stream)
   cudaEvent_t drained[2] = {nullptr, nullptr};  // complete(): sends so far done (send stream)
@@ -57,7 +57,7 @@ struct NcclComm::Impl {
   void wait(cudaEvent_t ev, std::initializer_list<ncclComm_t> comms, const char* call) const;
   void setup_p2p(MPI_Comm mpi);  // nccl_p2p.cpp
   void connect_p2p();
-  size_t staging_slot(nccl_detail::Dir d, size_t bytes);
+  size_t staging_slot(Ring way, size_t bytes);
   ~Impl();
 };
 

@@ -102,8 +102,8 @@ std::vector<int> gpus_for_ranks(const ParallelCtx& pc, int gpus_on_node) {
   return assign_gpus(pc.hosts, counts);
 }
 
-std::vector<int> gpus_for_ranks(const ParallelCtx& pc,
-                                const std::vector<std::string>& visible_ids) {
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc, const std::vector<std::string>& visible_ids,
+                                bool share) {
   std::string mine;  // ids joined by '\n' (UUIDs and indices never contain one)
   for (const auto& id : visible_ids) mine += id + "\n";
   std::vector<std::vector<std::string>> visible;
@@ -112,7 +112,7 @@ std::vector<int> gpus_for_ranks(const ParallelCtx& pc,
     for (size_t start = 0, end; (end = all.find('\n', start)) != std::string::npos; start = end + 1)
       visible.back().push_back(all.substr(start, end - start));
   }
-  return assign_gpus(pc.hosts, visible);
+  return assign_gpus(pc.hosts, visible, share);
 }
 
 int gpu_for_rank(const ParallelCtx& pc, int gpus_on_node) {

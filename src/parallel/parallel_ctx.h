@@ -45,7 +45,9 @@ void check_topology(const ParallelCtx& pc, bool strict);
 // handles one GPU per task (srun --gpus-per-task=1). Collective over pc.world; a node with more
 // ranks than GPUs throws the same UserError on every rank.
 std::vector<int> gpus_for_ranks(const ParallelCtx& pc, int gpus_on_node);
-std::vector<int> gpus_for_ranks(const ParallelCtx& pc, const std::vector<std::string>& visible_ids);
+// share: ranks may share GPUs (assign_gpus; the host-staged testing mode, LOOM_DEVICE_COMM=host).
+std::vector<int> gpus_for_ranks(const ParallelCtx& pc, const std::vector<std::string>& visible_ids,
+                                bool share = false);
 // This rank's entry of gpus_for_ranks (collective as well).
 int gpu_for_rank(const ParallelCtx& pc, int gpus_on_node);
 

@@ -130,7 +130,7 @@ std::string tp_crossing_message(const Grid& grid, const std::vector<std::string>
 }
 
 std::vector<int> assign_gpus(const std::vector<std::string>& hosts,
-                             const std::vector<std::vector<std::string>>& visible) {
+                             const std::vector<std::vector<std::string>>& visible, bool share) {
   LOOM_CHECK(hosts.size() == visible.size(), hosts.size(), " hosts but ", visible.size(),
              " GPU lists");
   for (size_t r = 0; r < visible.size(); ++r)
@@ -151,6 +151,10 @@ std::vector<int> assign_gpus(const std::vector<std::string>& hosts,
     }
     for (const auto& [list, ranks] : groups) {
       const size_t n = list->size();
+      if (share) {
+        for (size_t i = 0; i < ranks.size(); ++i) gpu[size_t(ranks[i])] = int(i % n);
+        continue;
+      }
       if (ranks.size() > n)
         throw UserError(str(
             ranks.size(), " ranks on host ", h.host, " (world ranks ", int_ranges(ranks), ") but ",
@@ -160,7 +164,7 @@ std::vector<int> assign_gpus(const std::vector<std::string>& hosts,
       for (size_t i = 0; i < ranks.size(); ++i) gpu[size_t(ranks[i])] = int(i);
     }
     std::map<std::string, int> user;  // GPU id -> first rank of this host using it
-    for (int r : h.ranks) {
+    for (int r : share ? std::vector<int>{} : h.ranks) {
       const std::string& id = visible[size_t(r)][size_t(gpu[size_t(r)])];
       auto [it, fresh] = user.emplace(id, r);
       if (!fresh)

@@ -29,9 +29,12 @@ std::string tp_crossing_message(const Grid& grid, const std::vector<std::string>
 // visible to every rank this is the node-local rank; with one GPU per task (srun
 // --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per rank) it is 0. Throws UserError (the same
 // on every rank: the inputs are the whole job's) when a rank sees no GPU, when a host runs more
-// ranks than the GPUs they share, or when two ranks of a host would use the same GPU.
+// ranks than the GPUs they share, or when two ranks of a host would use the same GPU. With
+// `share` (the host-staged testing mode, LOOM_DEVICE_COMM=host) ranks may share a GPU: the
+// ranks of a group take its GPUs round robin, and only a rank that sees none is an error.
 std::vector<int> assign_gpus(const std::vector<std::string>& hosts,
-                             const std::vector<std::vector<std::string>>& visible);
+                             const std::vector<std::vector<std::string>>& visible,
+                             bool share = false);
 // The same from counts alone (rank r sees gpu_counts[r] GPUs, every rank of a host the same
 // ones): the GPU is the node-local rank, and a host with more ranks than GPUs is an error.
 std::vector<int> assign_gpus(const std::vector<std::string>& hosts,

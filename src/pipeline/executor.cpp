@@ -86,8 +86,9 @@ CommRequest PipelineExecutor::post_recv(const PipeAction& a, int backwards) {
   const int tag = global(a.chunk) * microbatches_ + a.mb;
   if (a.op == PipeOp::Forward)
     return pc_.pp.start_recv(stage_.input(a.chunk, slot(a)), NC, act_dtype_,
-                             (stage_idx_ + pp_ - 1) % pp_, tag);
-  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, (stage_idx_ + 1) % pp_, kGradTag + tag);
+                             (stage_idx_ + pp_ - 1) % pp_, tag, Ring::Next);
+  return pc_.pp.start_recv(dout(backwards), NC, act_dtype_, (stage_idx_ + 1) % pp_, kGradTag + tag,
+                           Ring::Prev);
 }
 
 void PipelineExecutor::progress() { pc_.pp.test(early_); }
@@ -138,7 +139,7 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
       timed(false, [&] { stage_.forward(a.chunk, sl, in.tokens + at, in.targets + at, dloss); });
       if (g + 1 < G)
         act_req_[r] = pc_.pp.isend(stage_.output(a.chunk, sl), NC, act_dtype_, next,
-                                   (g + 1) * microbatches_ + a.mb);
+                                   (g + 1) * microbatches_ + a.mb, Ring::Next);
     } else {
       const void* d = g + 1 == G ? nullptr : dout(backwards);
       void* dinput = nullptr;
@@ -153,8 +154,8 @@ void PipelineExecutor::run(const StepTokens& in, float dloss) {
       const bool step_last = i + 1 == schedule_.size();
       timed(true, [&] { stage_.backward(a.chunk, sl, d, dinput, last, step_last); });
       if (dinput)
-        grad_req_[r] =
-            pc_.pp.isend(dinput, NC, act_dtype_, prev, kGradTag + (g - 1) * microbatches_ + a.mb);
+        grad_req_[r] = pc_.pp.isend(dinput, NC, act_dtype_, prev,
+                                    kGradTag + (g - 1) * microbatches_ + a.mb, Ring::Prev);
       ++backwards;
     }
   }
@@ -174,12 +175,13 @@ void PipelineExecutor::run_forward(const StepTokens& in) {
       const int g = global(c);
       const size_t r = size_t(slot0_[size_t(c)]);  // slot 0 of the chunk
       pc_.pp.wait(&act_req_[r]);                   // its previous output has left
-      if (g > 0) pc_.pp.recv(stage_.input(c, 0), NC, act_dtype_, prev, g * microbatches_ + mb);
+      if (g > 0)
+        pc_.pp.recv(stage_.input(c, 0), NC, act_dtype_, prev, g * microbatches_ + mb, Ring::Next);
       const size_t at = size_t(mb) * size_t(stage_.tokens_per_micro_batch());
       stage_.forward(c, 0, in.tokens + at, in.targets + at, 0.0f);
       if (g + 1 < G)
-        act_req_[r] =
-            pc_.pp.isend(stage_.output(c, 0), NC, act_dtype_, next, (g + 1) * microbatches_ + mb);
+        act_req_[r] = pc_.pp.isend(stage_.output(c, 0), NC, act_dtype_, next,
+                                   (g + 1) * microbatches_ + mb, Ring::Next);
     }
   for (auto& q : act_req_) pc_.pp.wait(&q);
   pc_.pp.wait_sends();

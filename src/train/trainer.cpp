@@ -18,12 +18,10 @@
 #include "model/init.h"
 #include "optim/lr_schedule.h"
 #include "train/device_fit.h"
-#ifdef LOOM_HAVE_NCCL
-#include "parallel/nccl_comm.h"
-#endif
 #include "core/process.h"
 #include "model/flops.h"
 #include "parallel/collective.h"
+#include "parallel/device_comms.h"
 #include "train/signals.h"
 
 namespace loom {
@@ -56,10 +54,9 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
 }
 
 void Trainer::release_device_comms() {
-#ifdef LOOM_HAVE_NCCL
   // The communicators run on the backend's stream: drop them first.
-  if (be_ && be_->device() == Device::CUDA && pc_.world.device_comm() != nullptr) detach_nccl(pc_);
-#endif
+  if (be_ && be_->device() == Device::CUDA && pc_.world.device_comm() != nullptr)
+    detach_device_comms(pc_);
 }
 
 void Trainer::build() {
@@ -69,19 +66,11 @@ void Trainer::build() {
   LOOM_CHECK(run_->coord() == pc.coord, "grid coordinate of rank ", pc.rank);
   if (!be_) {
     be_ = make_backend(cfg.device, cfg.train.dtype, std::max(pc.gpu, 0));
-#ifdef LOOM_HAVE_NCCL
+    // NCCL, or the host-staged testing mode (LOOM_DEVICE_COMM; the only one in the CPU
+    // emulation build, which has no NCCL).
     if (be_->device() == Device::CUDA && pc.world.device_comm() == nullptr)
-      attach_nccl(pc, be_->stream());
-#endif
+      attach_device_comms(pc, *be_);
   }
-#if defined(LOOM_CUDA_EMULATE)
-  // The CPU emulation build has no NCCL: device collectives would have no communicator.
-  LOOM_USER_CHECK(
-      be_->device() != Device::CUDA || pc.world.size() == 1,
-      "device: cuda in the CUDA emulation build (LOOM_CUDA=EMULATE) runs one rank only, "
-      "NCCL is not emulated; run ",
-      pc.world.size(), " ranks with device: cpu, or build with LOOM_CUDA=ON for GPUs");
-#endif
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);

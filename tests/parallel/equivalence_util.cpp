@@ -67,7 +67,10 @@ std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer
   std::vector<float> m(hi > r.lo ? hi - r.lo : 0);
   opt.backend().to_host(m.data(), opt.m(), m.size() * sizeof(float));
   for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(m[i - r.lo]) / (1.0 - beta1));
-  if (opt.stage() > 0) pc.replicas().all_reduce(flat.data(), flat.size(), ReduceOp::Sum);
+  // A host buffer: straight through MPI (on cuda the Comm's buffers are device memory).
+  Comm& replicas = pc.replicas();
+  if (opt.stage() > 0 && replicas.size() > 1)
+    MPI_Allreduce(MPI_IN_PLACE, flat.data(), int(flat.size()), MPI_FLOAT, MPI_SUM, replicas.mpi());
   return gather_canonical(layout, flat.data(), pc);
 }
 

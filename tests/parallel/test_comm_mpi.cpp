@@ -116,13 +116,13 @@ TEST(CommMpi, NonBlockingCollectivesAndEarlyReceive) {
   // A receive posted before its sender sends, completed by wait; a wrong size is an error.
   std::vector<float> in(4, 0.0f), out(4, float(r));
   const int from = (r + 3) % 4, to = (r + 1) % 4;
-  CommRequest rin = dp.start_recv(in.data(), in.size(), DType::F32, from, 5);
+  CommRequest rin = dp.start_recv(in.data(), in.size(), DType::F32, from, 5, Ring::Next);
   dp.barrier();
   MPI_Request s = dp.isend(out.data(), out.size(), to, 5);
   dp.wait(rin);
   dp.wait(&s);
   EXPECT_EQ(in[3], float(from));
-  CommRequest bad = dp.start_recv(in.data(), 2, DType::F32, from, 6);
+  CommRequest bad = dp.start_recv(in.data(), 2, DType::F32, from, 6, Ring::Next);
   std::vector<float> one(1, 0.0f);
   s = dp.isend(one.data(), 1, to, 6);
   EXPECT_THROW(dp.wait(bad), InternalError);

@@ -88,17 +88,18 @@ TEST_F(NcclRanks, SendsNeverBlockTheComputeStream) {
   auto pc = make_parallel_ctx(Grid(1, n, 1));
   attach_nccl(*pc, stream_);
   const size_t len = 1 << 20;  // 4 MiB: beyond any eager buffering inside NCCL
+  pc->pp.reserve_sends(len * sizeof(float), 2);
   float* out = buf(std::vector<float>(len, 0.0f));
   float* in_prev = buf(std::vector<float>(len, 0.0f));
   float* in_next = buf(std::vector<float>(len, 0.0f));
   for (int round = 0; round < 20; ++round) {
     const float v = float(1000 * round + r);
     put(out, std::vector<float>(len, v));
-    if (r + 1 < n) pc->pp.isend(out, len, DType::F32, r + 1, 0);
-    if (r > 0) pc->pp.isend(out, len, DType::F32, r - 1, 0);
+    if (r + 1 < n) pc->pp.isend(out, len, DType::F32, r + 1, 0, Ring::Next);
+    if (r > 0) pc->pp.isend(out, len, DType::F32, r - 1, 0, Ring::Prev);
     ok(cudaMemsetAsync(out, 0, len * sizeof(float), stream_));  // overwrite at once
-    if (r > 0) pc->pp.recv(in_prev, len, DType::F32, r - 1, 0);
-    if (r + 1 < n) pc->pp.recv(in_next, len, DType::F32, r + 1, 0);
+    if (r > 0) pc->pp.recv(in_prev, len, DType::F32, r - 1, 0, Ring::Next);
+    if (r + 1 < n) pc->pp.recv(in_next, len, DType::F32, r + 1, 0, Ring::Prev);
     if (r > 0) {
       EXPECT_EQ(get(in_prev, len)[len - 1], float(1000 * round + r - 1));
     }
@@ -117,23 +118,24 @@ TEST_F(NcclRanks, OneFOneBScheduleRunsToTheEnd) {
   auto pc = make_parallel_ctx(Grid(1, n, 1));
   attach_nccl(*pc, stream_);
   const size_t len = 1 << 18;
+  pc->pp.reserve_sends(len * sizeof(float), 2 * m);
   float* act = buf(std::vector<float>(len, 0.0f));
   float* grad = buf(std::vector<float>(len, 0.0f));
   for (const PipeAction& a : make_1f1b(n, r, m)) {
     if (a.op == PipeOp::Forward) {
       if (r > 0) {
-        pc->pp.recv(act, len, DType::F32, r - 1, a.mb);
+        pc->pp.recv(act, len, DType::F32, r - 1, a.mb, Ring::Next);
         EXPECT_EQ(get(act, len)[0], float(100 * a.mb + r - 1));
       }
       put(act, std::vector<float>(len, float(100 * a.mb + r)));
-      if (r + 1 < n) pc->pp.isend(act, len, DType::F32, r + 1, a.mb);
+      if (r + 1 < n) pc->pp.isend(act, len, DType::F32, r + 1, a.mb, Ring::Next);
     } else {
       if (r + 1 < n) {
-        pc->pp.recv(grad, len, DType::F32, r + 1, a.mb);
+        pc->pp.recv(grad, len, DType::F32, r + 1, a.mb, Ring::Prev);
         EXPECT_EQ(get(grad, len)[0], float(-100 * a.mb - (r + 1)));
       }
       put(grad, std::vector<float>(len, float(-100 * a.mb - r)));
-      if (r > 0) pc->pp.isend(grad, len, DType::F32, r - 1, a.mb);
+      if (r > 0) pc->pp.isend(grad, len, DType::F32, r - 1, a.mb, Ring::Prev);
     }
   }
   pc->pp.wait_sends();

@@ -104,6 +104,18 @@ TEST(Topology, MoreRanksThanGpusOnANodeIsOneClearError) {
   EXPECT_EQ(assign_gpus(nodes({2}), std::vector<int>{8, 8}), (std::vector<int>{0, 1}));
 }
 
+// The host-staged testing mode (LOOM_DEVICE_COMM=host): ranks share the GPUs they see, round
+// robin; a rank that sees none is still an error.
+TEST(Topology, SharingGpusTakesThemRoundRobin) {
+  const auto hosts = nodes({2, 4});
+  std::vector<std::vector<std::string>> visible(6, {"GPU-a", "GPU-b"});
+  EXPECT_EQ(assign_gpus(hosts, visible, true), (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  visible.assign(6, {"GPU-a"});
+  EXPECT_EQ(assign_gpus(hosts, visible, true), std::vector<int>(6, 0));
+  visible[3].clear();
+  EXPECT_TRUE(has(user_error([&] { assign_gpus(hosts, visible, true); }), "rank 3 on host node1"));
+}
+
 TEST(Topology, ARankWithoutAGpuIsAnError) {
   const std::string e = user_error([&] { assign_gpus(nodes({2}), std::vector<int>{1, 0}); });
   EXPECT_TRUE(has(e, "rank 1 on host node0 sees no GPU")) << e;
