@@ -35,6 +35,18 @@ Config tiny_parallel_config() {
   return c;
 }
 
+Config tiny_llama_config(int kv_heads, bool tied) {
+  Config c = tiny_parallel_config();
+  c.model.arch = "llama";
+  c.model.n_head = 8;
+  c.model.n_kv_head = kv_heads;
+  c.model.ffn_hidden = 48;
+  c.model.rope_theta = 100.0;
+  c.model.norm_eps = 1e-5;
+  c.model.tie_embeddings = tied;
+  return c;
+}
+
 SampleFn synthetic_samples(int vocab, int seq_len) {
   return [=](int64_t first, int rows, int32_t* in, int32_t* tg) {
     for (int r = 0; r < rows; ++r) {

@@ -16,6 +16,9 @@ namespace loom::test {
 
 // 4 layers, 4 heads, d_model 32, vocab 97 (not a multiple of 128 or of any tp), T 8, G 8.
 Config tiny_parallel_config();
+// The same size as a Llama: 8 query heads over kv_heads kv heads, SwiGLU 48, RoPE base 100,
+// untied unless `tied`.
+Config tiny_llama_config(int kv_heads = 4, bool tied = false);
 
 // Sample i: T+1 pseudo-random ids in [0, V) seeded by i (inputs = first T, targets = last T).
 SampleFn synthetic_samples(int vocab, int seq_len);

@@ -14,19 +14,6 @@ namespace {
 
 Config gpt2_config() { return test::tiny_parallel_config(); }
 
-// As tests/parallel/test_equivalence_llama_mpi.cpp: 8 query heads over 4 kv heads, SwiGLU 48.
-Config llama_config() {
-  Config c = test::tiny_parallel_config();
-  c.model.arch = "llama";
-  c.model.n_head = 8;
-  c.model.n_kv_head = 4;
-  c.model.ffn_hidden = 48;
-  c.model.rope_theta = 100.0;
-  c.model.norm_eps = 1e-5;
-  c.model.tie_embeddings = false;
-  return c;
-}
-
 struct Layout {
   int cp, dp, pp, tp, micro;
   int zero = 0;
@@ -63,32 +50,32 @@ TEST(ContextParallel, Gpt2Alone) {
 }
 
 TEST(ContextParallel, LlamaAlone) {
-  check_layout({2, 1, 1, 1, 2}, llama_config(), "llama");
-  check_layout({4, 1, 1, 1, 1}, llama_config(), "llama");
+  check_layout({2, 1, 1, 1, 2}, test::tiny_llama_config(), "llama");
+  check_layout({4, 1, 1, 1, 1}, test::tiny_llama_config(), "llama");
 }
 
 TEST(ContextParallel, WithTensorAndSequenceParallel) {
   check_layout({2, 1, 1, 2, 2}, gpt2_config(), "gpt2");
   check_layout({2, 1, 1, 2, 2, 0, "none", true}, gpt2_config(), "gpt2");
-  check_layout({2, 1, 1, 4, 1}, llama_config(), "llama");
-  check_layout({2, 1, 1, 2, 1, 0, "none", true}, llama_config(), "llama");
+  check_layout({2, 1, 1, 4, 1}, test::tiny_llama_config(), "llama");
+  check_layout({2, 1, 1, 2, 1, 0, "none", true}, test::tiny_llama_config(), "llama");
 }
 
 TEST(ContextParallel, WithPipelineZeroAndRecompute) {
   for (int zero = 1; zero <= 3; ++zero) {
     check_layout({2, 1, 2, 1, 1, zero}, gpt2_config(), "gpt2");  // tied across stages
-    check_layout({2, 1, 2, 1, 1, zero}, llama_config(), "llama");
+    check_layout({2, 1, 2, 1, 1, zero}, test::tiny_llama_config(), "llama");
   }
   check_layout({2, 1, 2, 1, 1, 1, "selective"}, gpt2_config(), "gpt2");
-  check_layout({2, 1, 2, 1, 1, 2, "full"}, llama_config(), "llama");
+  check_layout({2, 1, 2, 1, 1, 2, "full"}, test::tiny_llama_config(), "llama");
   check_layout({2, 1, 2, 2, 1, 3, "full"}, gpt2_config(), "gpt2");
 }
 
 TEST(ContextParallel, WithDataParallelAndInterleavedPipeline) {
   check_layout({2, 2, 2, 1, 1, 2}, gpt2_config(), "gpt2");
-  check_layout({2, 2, 1, 2, 1, 3, "selective"}, llama_config(), "llama");
+  check_layout({2, 2, 1, 2, 1, 3, "selective"}, test::tiny_llama_config(), "llama");
   check_layout({2, 1, 2, 2, 1, 1, "none", true, 2}, gpt2_config(), "gpt2");
-  check_layout({2, 1, 2, 1, 1, 3, "full", false, 2}, llama_config(), "llama");
+  check_layout({2, 1, 2, 1, 1, 3, "full", false, 2}, test::tiny_llama_config(), "llama");
 }
 
 }  // namespace

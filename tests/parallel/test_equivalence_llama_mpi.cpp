@@ -13,17 +13,6 @@ namespace {
 // 8 query heads over 4 kv heads (two per group) of size 4, so tp 2 and tp 4 both split whole
 // kv heads; SwiGLU width 48 (gate and up 12 per rank on tp4); a RoPE base small enough that
 // the rotations at T = 8 are far from identity.
-Config llama_config(int kv_heads = 4, bool tied = false) {
-  Config c = test::tiny_parallel_config();
-  c.model.arch = "llama";
-  c.model.n_head = 8;
-  c.model.n_kv_head = kv_heads;
-  c.model.ffn_hidden = 48;
-  c.model.rope_theta = 100.0;
-  c.model.norm_eps = 1e-5;
-  c.model.tie_embeddings = tied;
-  return c;
-}
 
 struct Layout {
   int dp, pp, tp, micro;
@@ -45,7 +34,7 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
 
 TEST(LlamaEquivalence, ReferenceLossFalls) {
   if (test::world_rank() != 0) return;
-  const auto& ref = test::single_rank_run(llama_config());
+  const auto& ref = test::single_rank_run(test::tiny_llama_config());
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.1);
   // No biases and no position table: the gathered model has exactly the llama tensors.
   EXPECT_EQ(ref.weights.count("wpe.weight"), 0u);
@@ -56,25 +45,27 @@ TEST(LlamaEquivalence, ReferenceLossFalls) {
 }
 
 TEST(LlamaEquivalence, TensorParallelSplitsKvHeads) {
-  check_layout({1, 1, 2, 2}, llama_config(), "gqa");  // 2 kv heads, 4 query heads per rank
-  check_layout({1, 1, 4, 2}, llama_config(), "gqa");  // 1 kv head, 2 query heads per rank
-  check_layout({1, 1, 2, 2}, llama_config(2), "gqa 4:1");
+  check_layout({1, 1, 2, 2}, test::tiny_llama_config(),
+               "gqa");  // 2 kv heads, 4 query heads per rank
+  check_layout({1, 1, 4, 2}, test::tiny_llama_config(),
+               "gqa");  // 1 kv head, 2 query heads per rank
+  check_layout({1, 1, 2, 2}, test::tiny_llama_config(2), "gqa 4:1");
 }
 
 TEST(LlamaEquivalence, PipelineAndDataParallel) {
-  check_layout({1, 2, 1, 2}, llama_config(), "gqa");
-  check_layout({2, 1, 1, 2}, llama_config(), "gqa");
-  check_layout({1, 2, 1, 1}, llama_config(4, true), "tied");  // the tie crosses stages
-  check_layout({2, 2, 1, 1}, llama_config(1), "mqa");         // one kv head
+  check_layout({1, 2, 1, 2}, test::tiny_llama_config(), "gqa");
+  check_layout({2, 1, 1, 2}, test::tiny_llama_config(), "gqa");
+  check_layout({1, 2, 1, 1}, test::tiny_llama_config(4, true), "tied");  // the tie crosses stages
+  check_layout({2, 2, 1, 1}, test::tiny_llama_config(1), "mqa");         // one kv head
 }
 
 TEST(LlamaEquivalence, ThreeDimensionalWithZeroAndRecompute) {
-  check_layout({2, 2, 2, 1}, llama_config(), "gqa");
-  check_layout({2, 2, 2, 1, 1}, llama_config(), "gqa");
-  check_layout({2, 2, 2, 1, 2}, llama_config(), "gqa");
-  check_layout({2, 2, 2, 1, 3}, llama_config(), "gqa");
-  check_layout({1, 2, 4, 1, 0, "full"}, llama_config(), "gqa");
-  check_layout({2, 2, 2, 2, 1, "selective"}, llama_config(4, true), "tied");
+  check_layout({2, 2, 2, 1}, test::tiny_llama_config(), "gqa");
+  check_layout({2, 2, 2, 1, 1}, test::tiny_llama_config(), "gqa");
+  check_layout({2, 2, 2, 1, 2}, test::tiny_llama_config(), "gqa");
+  check_layout({2, 2, 2, 1, 3}, test::tiny_llama_config(), "gqa");
+  check_layout({1, 2, 4, 1, 0, "full"}, test::tiny_llama_config(), "gqa");
+  check_layout({2, 2, 2, 2, 1, "selective"}, test::tiny_llama_config(4, true), "tied");
 }
 
 }  // namespace

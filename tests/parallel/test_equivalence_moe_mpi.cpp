@@ -16,15 +16,7 @@ namespace {
 // The tiny model with 4 experts, top-2; capacity 1.25 over seq_len 8 keeps 5 of a sequence's
 // 16 assignments per expert.
 Config moe_config(bool llama, double capacity) {
-  Config c = test::tiny_parallel_config();
-  if (llama) {
-    c.model.arch = "llama";
-    c.model.n_head = 8;
-    c.model.n_kv_head = 4;
-    c.model.ffn_hidden = 48;
-    c.model.rope_theta = 100.0;
-    c.model.tie_embeddings = false;
-  }
+  Config c = llama ? test::tiny_llama_config() : test::tiny_parallel_config();
   c.model.moe.num_experts = 4;
   c.model.moe.top_k = 2;
   c.model.moe.capacity_factor = capacity;

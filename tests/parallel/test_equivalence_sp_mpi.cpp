@@ -14,19 +14,6 @@ namespace {
 
 Config gpt2_config() { return test::tiny_parallel_config(); }
 
-// As tests/parallel/test_equivalence_llama_mpi.cpp: 8 query heads over 4 kv heads, SwiGLU 48.
-Config llama_config() {
-  Config c = test::tiny_parallel_config();
-  c.model.arch = "llama";
-  c.model.n_head = 8;
-  c.model.n_kv_head = 4;
-  c.model.ffn_hidden = 48;
-  c.model.rope_theta = 100.0;
-  c.model.norm_eps = 1e-5;
-  c.model.tie_embeddings = false;
-  return c;
-}
-
 struct Layout {
   int dp, pp, tp, micro;
   int zero = 0;
@@ -74,16 +61,16 @@ TEST(SequenceParallel, Gpt2ThreeDimensionalWithZeroAndRecompute) {
 }
 
 TEST(SequenceParallel, LlamaTensorParallel) {
-  check_layout({1, 1, 2, 2}, llama_config(), "llama");
-  check_layout({1, 1, 4, 1}, llama_config(), "llama");
+  check_layout({1, 1, 2, 2}, test::tiny_llama_config(), "llama");
+  check_layout({1, 1, 4, 1}, test::tiny_llama_config(), "llama");
 }
 
 TEST(SequenceParallel, LlamaThreeDimensionalWithZeroAndRecompute) {
-  check_layout({2, 2, 2, 1}, llama_config(), "llama");
-  check_layout({2, 2, 2, 1, 1}, llama_config(), "llama");
-  check_layout({2, 2, 2, 1, 2}, llama_config(), "llama");
-  check_layout({2, 2, 2, 1, 3, "selective"}, llama_config(), "llama");
-  check_layout({2, 2, 2, 2, 2, "full"}, llama_config(), "llama");
+  check_layout({2, 2, 2, 1}, test::tiny_llama_config(), "llama");
+  check_layout({2, 2, 2, 1, 1}, test::tiny_llama_config(), "llama");
+  check_layout({2, 2, 2, 1, 2}, test::tiny_llama_config(), "llama");
+  check_layout({2, 2, 2, 1, 3, "selective"}, test::tiny_llama_config(), "llama");
+  check_layout({2, 2, 2, 2, 2, "full"}, test::tiny_llama_config(), "llama");
 }
 
 }  // namespace
