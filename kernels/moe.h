@@ -62,3 +62,64 @@ void moe_router_backward(float* dlogits, const float* probs, const float* lse,
                          double seq_weight, double tok_weight);
 
 }  // namespace loom::cpu
+
+#ifdef LOOM_HAVE_CUDA
+#include "kernels/cuda_device.h"
+
+namespace loom::cuda {
+
+using cpu::MoeDims;
+
+// cuda twins on device pointers, enqueued on `stream`. T (float, bf16, f16) is the activations'
+// storage type (x, y, dy, dout, bias, dx), with fp32 arithmetic; the router state (logits, probs,
+// lse, gate, dgate, dlogits, dbias) is fp32 and the plan int32, as on the cpu. Every result is
+// written in a fixed order (no atomics): the same bits on every run.
+
+// One thread per token: the softmax in double as the cpu twin, top-k by repeated selection
+// (ties: the lower expert), so both twins choose alike for the same logits.
+void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate, const float* logits,
+                        const MoeDims& d, void* stream);
+
+// The cpu twin's plan, bit for bit: one thread per sequence admits its assignments in priority
+// order, one block scans the experts' kept counts into offsets, one thread per sequence writes
+// its rows (within an expert: token order, then choice order). work: moe_plan_work_ints(d)
+// int32 of scratch. Returns M = offsets[E], read back to the host: synchronizes the stream.
+size_t moe_plan_work_ints(const MoeDims& d);
+int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts, const int32_t* choice,
+             const MoeDims& d, int32_t* work, void* stream);
+
+// out (M, C) = x[rows[i]]; elements of `esize` bytes (1, 2, 4 or 8).
+void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C, size_t esize,
+                     void* stream);
+
+// One thread per output element: the kept choices summed in choice order, in fp32.
+template <typename T>
+void moe_combine(T* out, const T* y, const T* bias, const int32_t* slot, const int32_t* choice,
+                 const float* gate, const MoeDims& d, int C, void* stream);
+
+// One warp per assignment (dy, dgate: an fp32 dot); dbias (nullable) one thread per (expert,
+// column), its assignments added in token order, then choice order.
+template <typename T>
+void moe_combine_backward(T* dy, float* dgate, float* dbias, const T* dout, const T* y,
+                          const T* bias, const int32_t* slot, const int32_t* choice,
+                          const float* gate, const MoeDims& d, int C, void* stream);
+
+// dx (N, C) += each token's kept rows of dxp (M, C), in increasing row (the cpu twin's order);
+// slot (N, k) is the plan's: one thread per element of dx, fp32 sums.
+template <typename T>
+void moe_scatter_add_rows(T* dx, const T* dxp, const int32_t* slot, const MoeDims& d, int C,
+                          void* stream);
+
+// acc (2, device doubles) += the load-balancing and z-loss terms: one block, double sums.
+void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,
+                const MoeDims& d, double aux_coef, double z_coef, double seq_weight,
+                double tok_weight, void* stream);
+
+// One thread per token, in double as the cpu twin.
+void moe_router_backward(float* dlogits, const float* probs, const float* lse,
+                         const int32_t* choice, const int32_t* slot, const float* dgate,
+                         const int32_t* counts, const MoeDims& d, double aux_coef, double z_coef,
+                         double seq_weight, double tok_weight, void* stream);
+
+}  // namespace loom::cuda
+#endif  // LOOM_HAVE_CUDA

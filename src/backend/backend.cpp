@@ -12,7 +12,7 @@ void Backend::capture_begin() {
 void Backend::capture_end() { capture_begin(); }
 void Backend::replay() { capture_begin(); }
 
-// Mixture-of-Experts routing: the cpu backend's (validate() refuses MoE on other devices).
+// Mixture-of-Experts routing: the cpu and cuda backends' (validate() refuses MoE elsewhere).
 namespace {
 [[noreturn]] void no_moe(const Backend& be) {
   throw InternalError(str("Mixture-of-Experts routing on the ", be.describe(), " backend"));
@@ -35,7 +35,10 @@ void Backend::moe_combine_backward(void*, float*, float*, const void*, const voi
                                    const cpu::MoeDims&, int) {
   no_moe(*this);
 }
-void Backend::moe_scatter_add_rows(void*, const void*, const int32_t*, int, int) { no_moe(*this); }
+void Backend::moe_scatter_add_rows(void*, const void*, const int32_t*, const int32_t*,
+                                   const cpu::MoeDims&, int, int) {
+  no_moe(*this);
+}
 void Backend::moe_losses(double*, const float*, const float*, const int32_t*, const cpu::MoeDims&,
                          double, double, double, double) {
   no_moe(*this);

@@ -159,8 +159,10 @@ class Backend {
   virtual void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t rows) = 0;
   // Mixture-of-Experts routing (kernels/moe.h; docs/moe.md): fp32 router state, int32 plans,
-  // act-dtype rows. Implemented by the cpu backend; others throw (validate() refuses MoE there).
-  // moe_plan returns the kept rows M (read back to the host: the expert GEMMs need the counts).
+  // act-dtype rows. Implemented by the cpu and cuda backends; others throw (validate() refuses
+  // MoE there). moe_plan returns the kept rows M (read back to the host, synchronizing: the
+  // expert GEMMs need the counts). moe_scatter_add_rows: dx (N, C) += dxp[i] at token rows[i],
+  // i < M; slot (N, k) is the same plan seen from the tokens (the cuda twin sums per token).
   virtual void moe_router_forward(float* probs, float* lse, int32_t* choice, float* gate,
                                   const float* logits, const cpu::MoeDims& d);
   virtual int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
@@ -172,7 +174,8 @@ class Backend {
                                     const void* y, const void* bias, const int32_t* slot,
                                     const int32_t* choice, const float* gate, const cpu::MoeDims& d,
                                     int C);
-  virtual void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M, int C);
+  virtual void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows,
+                                    const int32_t* slot, const cpu::MoeDims& d, int M, int C);
   virtual void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,
                           const cpu::MoeDims& d, double aux_coef, double z_coef, double seq_weight,
                           double tok_weight);

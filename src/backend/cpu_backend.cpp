@@ -155,7 +155,8 @@ class CpuBackend final : public Backend {
     cpu::moe_combine_backward(F(dy), dgate, dbias, F(dout), F(y), F(bias), slot, choice, gate, d,
                               C);
   }
-  void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, int M, int C) override {
+  void moe_scatter_add_rows(void* dx, const void* dxp, const int32_t* rows, const int32_t*,
+                            const cpu::MoeDims&, int M, int C) override {
     cpu::moe_scatter_add_rows(F(dx), F(dxp), rows, M, C);
   }
   void moe_losses(double* acc, const float* probs, const float* lse, const int32_t* counts,

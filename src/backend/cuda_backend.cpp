@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda_act.h"
+#include "backend/cuda_moe.h"
 #include "backend/cuda_staging.h"
 #include "core/check.h"
 #include "kernels/adamw.h"
@@ -77,9 +78,10 @@ Stream make_stream() {
   return Stream(s);
 }
 
-// T: the activation storage type (float, cuda::bf16). Every call is enqueued on stream_.
+// T: the activation storage type (float, cuda::bf16, cuda::f16). Every call is enqueued on
+// stream_ (the MoE methods too: cuda_moe.h).
 template <typename T>
-class CudaBackendT final : public Backend {
+class CudaBackendT final : public cuda_backend::CudaMoeBackend<T> {
  public:
   explicit CudaBackendT(int gpu)
       : gpu_(select_device(gpu)),

@@ -55,9 +55,17 @@ void check_moe_layout(const Config& cfg, Checker& c) {
     c.add(str("parallel.ep: ", p.ep, " is not supported yet (experts are replicated on every ",
               "data-parallel rank); set parallel.ep: 1"));
   if (!cfg.model.is_moe()) return;
-  if (cfg.device != "cpu")
-    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu (the ",
-              cfg.device, " backend has no MoE routing kernels yet); set device: cpu"));
+  if (cfg.device != "cpu" && cfg.device != "cuda")
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu or cuda (",
+              "the ", cfg.device, " backend has no MoE routing kernels); set device: cpu"));
+  if (cfg.train.dtype != "fp32")
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with train.dtype: ",
+              cfg.train.dtype, " is not supported yet (the router runs in fp32); set ",
+              "train.dtype: fp32"));
+  if (cfg.train.cuda_graph)
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with train.cuda_graph: ",
+              "true cannot be captured (the host reads each layer's expert row counts); set ",
+              "train.cuda_graph: false"));
   if (p.cp > 1)
     c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with parallel.cp: ", p.cp,
               " is not supported yet (the capacity and the ",

@@ -109,7 +109,7 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
                        at(w.fc_w, e * w1, es), n, C, FCl);
   }
   be.zero(dx, size_t(N) * C * es);
-  be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, M, C);
+  be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, a.moe_slot, md, M, C);
   // Router: through the kept gates, the balancing and the z-loss. Its input gradient is the same
   // on every TP rank: rank 0 adds it (the caller sums dx over TP).
   be.moe_router_backward(s.moe_logits, a.moe_probs, a.moe_lse, a.moe_choice, a.moe_slot,

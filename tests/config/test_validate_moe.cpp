@@ -78,8 +78,23 @@ TEST(ConfigMoe, WhatDoesNotRunYetIsOneLine) {
   c.parallel.cp = 2;
   expect_one(c, 2, {"parallel.cp: 2 is not supported yet", "set parallel.cp: 1"});
   c = moe();
+  c.device = "tpu";
+  EXPECT_TRUE(reports(c, 1, {"model.moe.num_experts: 8 needs device: cpu or cuda"}));
+  c = moe();
   c.device = "cuda";
-  EXPECT_TRUE(reports(c, 1, {"model.moe.num_experts: 8 needs device: cpu"}));
+  c.train.dtype = "bf16";
+  expect_one(c, 1, {"train.dtype: bf16 is not supported yet", "set train.dtype: fp32"});
+  c.train.dtype = "fp16";
+  expect_one(c, 1, {"train.dtype: fp16 is not supported yet", "set train.dtype: fp32"});
+  c.train.dtype = "fp32";
+  c.train.cuda_graph = true;
+  expect_one(c, 1, {"train.cuda_graph: true cannot be captured", "train.cuda_graph: false"});
+}
+
+TEST(ConfigMoe, RunsOnCudaInFp32) {
+  Config c = moe();
+  c.device = "cuda";
+  EXPECT_TRUE(loom::validate(c, 1).empty());
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // Multi-rank training on the cuda backend through the host-staged device communicators
 // (LOOM_DEVICE_COMM=host, set by the test's registration): tp2, pp2, dp2 with ZeRO 1-3, sequence
 // parallelism, interleaved 1F1B (the wrap from the last stage to the first), dp2 x pp2 x tp2 and
-// context parallelism (cp2 x pp2), gpt2 and llama in fp32, each equal to the single-rank cpu run
-// within the reorder tolerance class (tests/support/tolerance.h): cuda fp32 differs from cpu in
-// summation order and FMA contraction only (tests/cuda/test_cuda_train.cpp), and a layout
-// reorders sums as on cpu. Runs under mpirun -np 8 (ranks share the device); smaller layouts
-// use the first ranks.
+// context parallelism (cp2 x pp2), gpt2 and llama in fp32 (gpt2 with Mixture of Experts too),
+// each equal to the single-rank cpu run within the reorder tolerance class
+// (tests/support/tolerance.h): cuda fp32 differs from cpu in summation order and FMA contraction
+// only (tests/cuda/test_cuda_train.cpp), and a layout reorders sums as on cpu. Runs under
+// mpirun -np 8 (ranks share the device); smaller layouts use the first ranks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -86,6 +86,20 @@ TEST(CudaLayouts, Gpt2) {
 
 TEST(CudaLayouts, Llama) {
   for (const Layout& l : kLayouts) check_layout(l, llama(), "llama");
+}
+
+// Mixture of Experts (docs/moe.md): 4 experts, top-2, a capacity that drops (1.25 over seq_len 8
+// keeps 5 of a sequence's 16 assignments per expert). tp2 with sequence parallelism sums the
+// gate gradient over TP on the device; the 8-rank grid adds data and pipeline parallelism.
+TEST(CudaLayouts, Gpt2Moe) {
+  Config base = gpt2();
+  base.model.moe.num_experts = 4;
+  base.model.moe.top_k = 2;
+  base.model.moe.capacity_factor = 1.25;
+  base.model.moe.aux_loss_coef = 0.01;
+  base.model.moe.z_loss_coef = 0.001;
+  for (const Layout& l : {Layout{1, 1, 2, 0, 1, true}, Layout{2, 2, 2, 1, 1, false}})
+    check_layout(l, base, "gpt2 moe");
 }
 
 }  // namespace
