@@ -1,6 +1,7 @@
 // Small hand-made rank files and tokenizer.json files (no downloads): the merge rule on cases
 // worked out by hand, int32 storage of ids above 65535, and one clear error per kind of bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <functional>
@@ -18,9 +19,12 @@ using namespace loom::tok;
 
 namespace {
 
+// One directory per process: ctest runs this binary's cases as parallel processes, and a shared
+// directory emptied by each at start would lose another's files mid-test.
 std::string dir() {
   static const std::string d = [] {
-    const std::string p = std::string(LOOM_BINARY_DIR) + "/tests/scratch/tokenizer_files";
+    const std::string p = std::string(LOOM_BINARY_DIR) + "/tests/scratch/tokenizer_files_" +
+                          std::to_string(::getpid());
     EXPECT_EQ(std::system(("rm -rf '" + p + "' && mkdir -p '" + p + "'").c_str()), 0);
     return p;
   }();
