@@ -42,19 +42,23 @@ void put_cols(Backend& be, void* dst, int col0, const float* src, int cols, void
 }
 }  // namespace
 
+std::array<size_t, 2> cp_chunk_starts(int T, int cp, int r) {
+  const size_t c = size_t(T / 2);  // chunk length
+  return {size_t(r) * c, size_t(2 * cp - 1 - r) * c};
+}
+
 std::vector<int32_t> cp_positions(int T, int cp, int r) {
-  const int c = T / 2;  // chunk length
+  const size_t c = size_t(T / 2);
+  const std::array<size_t, 2> first = cp_chunk_starts(T, cp, r);
   std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int t = 0; t < c; ++t) {
-    pos[size_t(t)] = r * c + t;
-    pos[size_t(c + t)] = (2 * cp - 1 - r) * c + t;
-  }
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t t = 0; t < c; ++t) pos[k * c + t] = int32_t(first[k] + t);
   return pos;
 }
 
 void take_cp_rows(int32_t* out, const int32_t* full, int rows, int T, int cp, int r) {
   const size_t c = size_t(T / 2), Tf = size_t(T) * size_t(cp);
-  const size_t first[2] = {size_t(r) * c, size_t(2 * cp - 1 - r) * c};
+  const std::array<size_t, 2> first = cp_chunk_starts(T, cp, r);
   for (size_t i = 0; i < size_t(rows); ++i)
     for (size_t k = 0; k < 2; ++k)
       std::copy_n(full + i * Tf + first[k], c, out + i * size_t(T) + k * c);
@@ -78,7 +82,7 @@ void fill_position_tables(Backend& be, const BlockScratch& s, const BlockDims& d
   be.rope_table(static_cast<float*>(cos.data()), static_cast<float*>(sin.data()), int(full), d.D(),
                 d.theta);
   const size_t c = size_t(d.T / 2), row = half * sizeof(float);
-  const size_t first[2] = {size_t(cp_rank) * c, size_t(2 * d.cp - 1 - cp_rank) * c};
+  const std::array<size_t, 2> first = cp_chunk_starts(d.T, d.cp, cp_rank);
   for (int k = 0; k < 2; ++k) {
     be.copy(at(s.rope_cos, k * c * row), at(cos.data(), first[k] * row), c * row);
     be.copy(at(s.rope_sin, k * c * row), at(sin.data(), first[k] * row), c * row);

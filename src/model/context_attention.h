@@ -3,6 +3,8 @@
 // ring: each rank's keys and values travel once around the cp group, forward and backward, and
 // their gradients travel with them back to their owner (docs/context-parallel.md).
 #pragma once
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -12,7 +14,11 @@
 
 namespace loom {
 
-// The global positions of cp rank r's T local rows (T = seq_len / cp, two chunks of T/2).
+// The global position of the first row of each of cp rank r's two chunks of T/2 rows
+// (T = seq_len / cp): chunks r and 2*cp-1-r of the sequence.
+std::array<size_t, 2> cp_chunk_starts(int T, int cp, int r);
+
+// The global positions of cp rank r's T local rows.
 std::vector<int32_t> cp_positions(int T, int cp, int r);
 
 // out (rows, T) = cp rank r's two chunks of each row of full (rows, T*cp): the tokens (and

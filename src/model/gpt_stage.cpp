@@ -209,7 +209,7 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
   const int first = r.first_layer, L = r.num_layers, w0 = layout_.local_layer(first);
   if (ends) gather(-1);  // embeddings, final norm, classifier
   if (embeds(chunk)) {
-    prefetch(first);  // during the embedding
+    prefetch(first);                                          // during the embedding
     be_.copy(s.tokens, tokens, size_t(N) * sizeof(int32_t));  // kept for the backward
     // Position embeddings (gpt2) are added by one TP rank so the all-reduce counts them once.
     const void* wpe = layout_.tp_rank() == 0 && !m_.llama() ? cw("wpe.weight") : nullptr;
@@ -246,41 +246,41 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
 // The embedding of a micro-batch's tokens (N): wte rows + wpe (nullable) rows of the positions,
 // and its backward into wte's and wpe's (nullable) gradients. With context parallelism each
 // sequence's rows are two chunks of global positions (context_attention.h), done one chunk at a
-// time so that each reads (adds to) its own rows of wpe.
+// time (each_cp_chunk) so that each reads (adds to) its own rows of wpe.
+template <typename F>
+void GPTStage::each_cp_chunk(F f) const {
+  const std::array<size_t, 2> first = cp_chunk_starts(dims_.T, dims_.cp, pc_.coord.cp);
+  const size_t c = size_t(dims_.T / 2);
+  for (size_t b = 0; b < size_t(dims_.B); ++b)
+    for (size_t k = 0; k < 2; ++k) f(b * size_t(dims_.T) + k * c, first[k], int(c));
+}
+
 void GPTStage::embed_forward(void* out, const int32_t* tokens, const void* wpe) {
-  const int B = dims_.B, T = dims_.T, C = dims_.C, vs = layout_.vocab_start();
+  const int C = dims_.C, vs = layout_.vocab_start(), Vl = layout_.vocab_local();
   const void* wte = cw("wte.weight");
   if (dims_.cp == 1 || !wpe) {
-    be_.embedding_forward(out, tokens, wte, wpe, B, T, C, vs, layout_.vocab_local());
+    be_.embedding_forward(out, tokens, wte, wpe, dims_.B, dims_.T, C, vs, Vl);
     return;
   }
-  const std::vector<int32_t> pos = cp_positions(T, dims_.cp, pc_.coord.cp);
-  const size_t e = fmt_.act, c = size_t(T / 2);
-  for (size_t b = 0; b < size_t(B); ++b)
-    for (size_t k = 0; k < 2; ++k) {
-      const size_t row = b * size_t(T) + k * c;
-      be_.embedding_forward(static_cast<char*>(out) + row * C * e, tokens + row, wte,
-                            static_cast<const char*>(wpe) + size_t(pos[k * c]) * C * e, 1, int(c),
-                            C, vs, layout_.vocab_local());
-    }
+  const size_t e = fmt_.act;
+  each_cp_chunk([&](size_t row, size_t pos, int rows) {
+    be_.embedding_forward(static_cast<char*>(out) + row * C * e, tokens + row, wte,
+                          static_cast<const char*>(wpe) + pos * C * e, 1, rows, C, vs, Vl);
+  });
 }
 
 void GPTStage::embed_backward(const void* dout, const int32_t* tokens, float* dwpe) {
-  const int B = dims_.B, T = dims_.T, C = dims_.C, vs = layout_.vocab_start();
+  const int C = dims_.C, vs = layout_.vocab_start(), Vl = layout_.vocab_local();
   float* dwte = grad("wte.weight");
   if (dims_.cp == 1 || !dwpe) {
-    be_.embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vs, layout_.vocab_local());
+    be_.embedding_backward(dwte, dwpe, dout, tokens, dims_.B, dims_.T, C, vs, Vl);
     return;
   }
-  const std::vector<int32_t> pos = cp_positions(T, dims_.cp, pc_.coord.cp);
-  const size_t e = fmt_.act, c = size_t(T / 2);
-  for (size_t b = 0; b < size_t(B); ++b)
-    for (size_t k = 0; k < 2; ++k) {
-      const size_t row = b * size_t(T) + k * c;
-      be_.embedding_backward(dwte, dwpe + size_t(pos[k * c]) * C,
-                             static_cast<const char*>(dout) + row * C * e, tokens + row, 1, int(c),
-                             C, vs, layout_.vocab_local());
-    }
+  const size_t e = fmt_.act;
+  each_cp_chunk([&](size_t row, size_t pos, int rows) {
+    be_.embedding_backward(dwte, dwpe + pos * C, static_cast<const char*>(dout) + row * C * e,
+                           tokens + row, 1, rows, C, vs, Vl);
+  });
 }
 
 void GPTStage::head(Slot& s, const int32_t* targets, float dloss) {

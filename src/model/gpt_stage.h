@@ -62,7 +62,7 @@ class GPTStage {
   const ParamLayout& layout() const { return layout_; }
   // fp32 master parameters and gradients (device memory of the backend).
   float* params() { return static_cast<float*>(params_buf_.data()); }  // default placement only
-  float* grads() { return static_cast<float*>(grads_buf_.data()); }     // default placement only
+  float* grads() { return static_cast<float*>(grads_buf_.data()); }    // default placement only
   int tokens_per_micro_batch() const { return dims_.N(); }
   int d_model() const { return dims_.C; }
   // Elements of the stage input/output and of their gradients (act dtype): (Ns, C), this rank's
@@ -163,6 +163,8 @@ class GPTStage {
     if (progress_) progress_();
   }
   void head(Slot& s, const int32_t* targets, float dloss);
+  template <typename F>
+  void each_cp_chunk(F f) const;  // f(row, first position, rows) per sequence chunk (cp > 1)
   void embed_forward(void* out, const int32_t* tokens, const void* wpe);
   void embed_backward(const void* dout, const int32_t* tokens, float* dwpe);
   void recompute(Slot& s, int layer, int w);  // layer of the slot's chunk, w its local index
@@ -182,7 +184,7 @@ class GPTStage {
   Buffer cw_buf_;  // (capacity) act-dtype compute weights (low precision only)
   std::vector<BlockWeights> w_;
   std::vector<BlockGrads> g_;
-  Buffer acts_, scratch_;  // the arenas of layout/stage_memory.h
+  Buffer acts_, scratch_;         // the arenas of layout/stage_memory.h
   std::vector<Slot> slots_;       // chunk 0's, then chunk 1's, ...
   std::vector<int> chunk_slot0_;  // index in slots_ of each chunk's first slot, then the total
   BlockScratch bs_;
