@@ -1,5 +1,5 @@
-// Scale: planning a 175B GPT on 1024 H100s enumerates every layout in well under 10 s of
-// processor time.
+// Scale: planning a 175B GPT on 1024 H100s enumerates every layout exactly once and picks one that
+// fits; the processor time it took is printed (scripts/bench_plan.sh measures it).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,9 +76,6 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
       best.c.v, best.c.tp, best.c.cp, best.c.micro_batch, best.c.zero,
       recompute_name(best.c.recompute), best.time.total, best.time.tokens_per_s,
       100 * best.time.mfu, double(best.memory.total()) / 1073741824.0);
-#ifndef LOOM_SANITIZE  // under scripts/sanitize.sh every allocation records its whole stack
-  EXPECT_LT(s, 10.0);
-#endif
   EXPECT_LE(best.c.tp, 8);  // TP stays inside a node
   EXPECT_GT(best.time.mfu, 0.2);
   EXPECT_LT(best.time.mfu, cl.efficiency);
