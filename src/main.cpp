@@ -68,7 +68,9 @@ int dispatch(const loom::cli::Args& a, int rank, loom::cli::Phase& phase) {
 
 int main(int argc, char** argv) {
   loom::ensure_fast_blas(argv);
-  MPI_Init(&argc, &argv);
+  // Threads besides the main one (OpenMP, the asynchronous checkpoint writer) never call MPI.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, world = 1, code = 0;
   loom::cli::Phase phase = loom::cli::Phase::StartUp;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

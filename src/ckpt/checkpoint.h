@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt/meta.h"
 #include "config/config.h"
@@ -27,9 +29,18 @@ struct ResumePoint {
   TrainerState state;
 };
 
+// "step_0000042": the directory name of a step's checkpoint.
+std::string checkpoint_step_name(int step);
+// The dataset of block k of a tensor in a shard, "<kind>/<tensor>/<k>"; kind 0, 1, 2: param,
+// exp_avg, exp_avg_sq.
+std::string checkpoint_block_path(int kind, const std::string& tensor, size_t k);
+// The committed step directories under root (number, path), newest first; ".tmp" leftovers of
+// interrupted saves are not among them.
+std::vector<std::pair<int, std::string>> checkpoint_step_dirs(const std::string& root);
+
 // Writes the checkpoint of `step` (consumed_samples sequences so far) under
-// cfg.checkpoint_dir(), then keeps the newest cfg.checkpoint.keep_last (0: all). Collective.
-// Returns the step directory.
+// cfg.checkpoint_dir(), then keeps the newest cfg.checkpoint.keep_last (0: all). Collective and
+// synchronous: stage, write and commit (checkpoint_save.h). Returns the step directory.
 std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                             const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
                             ParallelCtx& pc, const TrainerState& state = {});

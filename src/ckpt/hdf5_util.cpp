@@ -27,9 +27,15 @@ void Handle::reset() {
   id_ = -1;
 }
 
+std::recursive_mutex& serial() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 Handle open_read(const std::string& path, const std::string& what) {
+  std::lock_guard<std::recursive_mutex> wait_for_writer(serial());
   quiet();
   std::ifstream probe(path, std::ios::binary);
   if (!probe) throw UserError(str(what, " '", path, "' does not exist or cannot be read"));
@@ -41,6 +47,7 @@ Handle open_read(const std::string& path, const std::string& what) {
 }
 
 Handle create(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> wait_for_writer(serial());
   quiet();
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) throw UserError(str("cannot create HDF5 file '", path, "' (check the directory)"));

@@ -2,6 +2,7 @@
 #pragma once
 #include <hdf5.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ class Handle {
   hid_t id_ = -1;
   herr_t (*close_)(hid_t) = nullptr;
 };
+
+// HDF5 is called from one thread at a time. A thread that makes HDF5 calls while another may
+// (the asynchronous checkpoint writer) holds this for its whole sequence of calls; open_read and
+// create take it too, so a sequence that starts on another thread waits for the writer.
+std::recursive_mutex& serial();
 
 // Silences HDF5's own error stack printing; loom reports errors itself. Call once per process.
 void quiet();

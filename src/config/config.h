@@ -133,6 +133,7 @@ struct CheckpointConfig {
   int save_interval = 0;
   int keep_last = 0;  // 0 keeps all
   std::string resume = "none";  // auto | none | PATH
+  bool async = false;           // write saves on a background thread (docs/checkpoints.md)
 };
 
 struct LogConfig {

@@ -84,6 +84,7 @@ const std::vector<Field>& config_fields() {
       LOOM_FIELD(checkpoint, save_interval, Int),
       LOOM_FIELD(checkpoint, keep_last, Int),
       LOOM_FIELD(checkpoint, resume, String),
+      LOOM_FIELD(checkpoint, async, Bool),
       LOOM_FIELD(log, peak_flops, Double),
       LOOM_FIELD(log, tensorboard, Bool),
       LOOM_FIELD(log, timers, Bool),

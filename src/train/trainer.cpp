@@ -84,7 +84,8 @@ void Trainer::build() {
   else if (ls != "auto" && ls != "none")
     static_scale_ = std::stof(ls);
   opt_ = std::make_unique<ZeroOptimizer>(*run_, mem, cfg.optimizer, pc, *be_);
-  stage_ = std::make_unique<GPTStage>(*run_, mem, pc, *be_, opt_->grad_hooks(), opt_->param_hooks());
+  stage_ =
+      std::make_unique<GPTStage>(*run_, mem, pc, *be_, opt_->grad_hooks(), opt_->param_hooks());
   opt_->attach(*stage_);
   exec_ = std::make_unique<PipelineExecutor>(*stage_, pc, *run_, mem);
   feed_ = std::make_unique<StepFeed>(*be_, run_->microbatches(), stage_->tokens_per_micro_batch());
@@ -202,9 +203,12 @@ void Trainer::run() {
     const bool eval_now = cfg_.train.eval_interval > 0 && has_valid() &&
                           (step % cfg_.train.eval_interval == 0 || step == cfg_.train.steps);
     const bool save_now = interval > 0 && step % interval == 0;
-    // A stop signal on any rank stops every rank after the same step, with a checkpoint.
-    double stop = stop_signal();
-    pc_.world.all_reduce(&stop, 1, ReduceOp::Max);
+    // A stop signal on any rank stops every rank after the same step, with a checkpoint. The
+    // same reduction tells whether every rank has written its part of an asynchronous save.
+    double flags[2] = {double(stop_signal()), ckpt_writer_.written() ? 0.0 : 1.0};
+    pc_.world.all_reduce(flags, 2, ReduceOp::Max);
+    const double stop = flags[0];
+    if (ckpt_writer_.in_flight() && flags[1] == 0) ckpt_writer_.commit(cfg_, pc_);
     // The device is waited for only here: to log, before evaluating or saving (their time is
     // not the steps'), and after a skipped step (dynamic loss scaling).
     if (log_now || eval_now || save_now || stop > 0 || last_step_skipped()) {
@@ -227,6 +231,7 @@ void Trainer::run() {
     if (interval > 0 && step % interval == 0) save(step), saved = step;
   }
   if (interval > 0 && saved != step) save(step);  // the final save on a normal exit
+  finish_checkpoint();                            // an asynchronous save still in flight
   print_breakdown(step - start_step_);
   print_summary(step);  // steps, tokens, time, tok/s, MFU, losses, peak memory (banner.cpp)
 }
@@ -311,7 +316,17 @@ void Trainer::save(int step) {
   TrainerState st;
   st.skipped_steps = skipped_;
   if (dynamic_) st.loss_scale = dynamic_->scale(), st.loss_scale_clean = dynamic_->clean_steps();
-  save_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st);
+  if (!cfg_.checkpoint.async) {
+    save_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st);
+    return;
+  }
+  finish_checkpoint();  // one save in flight at a time: the previous one is committed first
+  ckpt_writer_.start(
+      stage_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st, true));
+}
+
+void Trainer::finish_checkpoint() {
+  if (ckpt_writer_.in_flight()) ckpt_writer_.commit(cfg_, pc_);
 }
 
 void Trainer::print_memory() {

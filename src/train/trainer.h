@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "ckpt/async_writer.h"
 #include "ckpt/dir_lock.h"
 #include "config/config.h"
 #include "core/timer.h"
@@ -53,7 +54,12 @@ class Trainer {
   // any: parameters, AdamW moments, step and data position. Collective.
   void resume();
   int start_step() const { return start_step_; }
-  void save(int step);                // a checkpoint of the state after `step` steps
+  // A checkpoint of the state after `step` steps; collective. With checkpoint.async it is
+  // copied to host memory here and written in the background (a save still in flight is
+  // committed first); finish_checkpoint() or a later run() step boundary commits it.
+  void save(int step);
+  // Waits for the asynchronous save in flight, if any, and commits it. Collective.
+  void finish_checkpoint();
   void load(const std::string& dir);  // parameters and moments of a checkpoint (eval)
   // One optimizer step (1-based) and its results: run_step() then step_stats().
   StepStats train_step(int step);
@@ -135,6 +141,10 @@ class Trainer {
   // lock keeps a second job out of the directory (docs/checkpoints.md).
   DirLock ckpt_lock_;
   bool ckpt_lock_tried_ = false;
+  // checkpoint.async: the save being written in the background. Declared after everything its
+  // writer thread reads (the layout), so it is destroyed (the thread joined) first; a save
+  // still in flight then stays uncommitted, as after a crash.
+  AsyncCheckpointWriter ckpt_writer_;
 
   // ---- Operator console: defined in train/banner.cpp (formatting: console.h, MFU: mfu.h) ----
   void print_banner();                // collective: resolved config, grid table, peak FLOP/s

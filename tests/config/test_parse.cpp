@@ -97,6 +97,7 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.checkpoint.save_interval, b.checkpoint.save_interval);
   EXPECT_EQ(a.checkpoint.keep_last, b.checkpoint.keep_last);
   EXPECT_EQ(a.checkpoint.resume, b.checkpoint.resume);
+  EXPECT_EQ(a.checkpoint.async, b.checkpoint.async);
   EXPECT_EQ(a.log.peak_flops, b.log.peak_flops);
   EXPECT_EQ(a.log.tensorboard, b.log.tensorboard);
   EXPECT_EQ(a.log.timers, b.log.timers);
@@ -135,6 +136,7 @@ TEST(ConfigParse, ReadsEveryType) {
       "train:\n  seed: 18446744073709551615\n  steps: 1e3\n  grad_clip: 2\n"
       "optimizer:\n  lr: 3.0e-4\n"
       "data:\n  shuffle: False\n  split: '969,30,1'\n"
+      "checkpoint: {async: true}\n"
       "log: {tensorboard: true}\n"
       "device: cuda\n");
   EXPECT_EQ(c.run.name, "r1");
@@ -151,6 +153,8 @@ TEST(ConfigParse, ReadsEveryType) {
   EXPECT_EQ(c.optimizer.lr, 3.0e-4);
   EXPECT_FALSE(c.data.shuffle);
   EXPECT_EQ(c.data.split, "969,30,1");
+  EXPECT_TRUE(c.checkpoint.async);
+  EXPECT_FALSE(Config{}.checkpoint.async);  // synchronous saves unless asked
   EXPECT_TRUE(c.log.tensorboard);
   EXPECT_EQ(c.device, "cuda");
 }
@@ -186,7 +190,8 @@ TEST(ConfigParse, UnknownTopLevelKeyWithSuggestion) {
 TEST(ConfigParse, UnknownTopLevelKeyWithoutSuggestion) {
   const std::string e = parse_error("zzzzzz: 1\n");
   EXPECT_NE(e.find("config.yaml: unknown key 'zzzzzz'; valid top-level keys: run, model,"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_EQ(e.find("did you mean"), std::string::npos) << e;
 }
 
@@ -220,6 +225,8 @@ TEST(ConfigParse, WrongTypes) {
             "config.yaml: model.n_head: expected an integer, got nothing");
   EXPECT_EQ(parse_error("data:\n  shuffle: yes\n"),
             "config.yaml: data.shuffle: expected true or false, got 'yes'");
+  EXPECT_EQ(parse_error("checkpoint:\n  async: 1\n"),
+            "config.yaml: checkpoint.async: expected true or false, got '1'");
   EXPECT_EQ(parse_error("optimizer:\n  lr: fast\n"),
             "config.yaml: optimizer.lr: expected a number, got 'fast'");
   EXPECT_EQ(parse_error("optimizer:\n  lr: .nan\n"),
@@ -258,7 +265,7 @@ TEST(ConfigOverrides, NestedAndMissingSection) {
   const Config c =
       parse("model:\n  n_layer: 2\n  n_head: 2\n", {"model.n_layer=6", "optimizer.lr=0.5"});
   EXPECT_EQ(c.model.n_layer, 6);
-  EXPECT_EQ(c.model.n_head, 2);  // siblings survive
+  EXPECT_EQ(c.model.n_head, 2);    // siblings survive
   EXPECT_EQ(c.optimizer.lr, 0.5);  // the section did not exist in the file
   EXPECT_EQ(parse("model:\n", {"model.n_layer=5"}).model.n_layer, 5);  // an empty section
   // A section of the wrong kind is reported, not silently replaced.
@@ -355,7 +362,7 @@ TEST(ConfigToYaml, RoundTripEveryField) {
   a.data.shuffle = false;
   a.data.split = "1,0,0";
   a.tokenizer = {"gpt2", "- v.json", "'m'.bpe"};
-  a.checkpoint = {"ck", 9, 8, "null"};
+  a.checkpoint = {"ck", 9, 8, "null", true};
   a.log = {3.12e14, true, false};
   a.device = "cuda";
   const std::string text = loom::to_yaml(a);

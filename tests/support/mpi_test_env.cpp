@@ -19,7 +19,8 @@ void ensure_mpi() {
   int init = 0;
   MPI_Initialized(&init);
   if (init) return;
-  MPI_Init(nullptr, nullptr);
+  int provided = MPI_THREAD_SINGLE;  // only the main thread calls MPI (as in src/main.cpp)
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   std::atexit(finalize_at_exit);
 }
 
