@@ -12,15 +12,16 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'EOF2'
 usage: scripts/bench_checkpoint.sh [--build DIR] [--steps S] [--interval I] [--np N] [--dir D]
-                                   [-- EXTRA --set ARGS...]
+                                   [--keep] [-- EXTRA --set ARGS...]
   --build DIR    the loom build (default build-cpu, else build)
-  --steps S      optimizer steps per run (default 16); --interval I: a save every I steps (4)
+  --steps S      optimizer steps per run (default 30); --interval I: a save every I steps (10)
   --np N         ranks (default 1: one rank, data parallel when more)
   --dir D        where checkpoints are written (default a temporary directory)
+  --keep         keep the timestamped logs (their directory is printed)
 EOF2
 }
 
-BUILD="" STEPS=16 INTERVAL=4 NP=1 DIR="" EXTRA=()
+BUILD="" STEPS=30 INTERVAL=10 NP=1 DIR="" KEEP=0 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -28,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --interval) INTERVAL="$2"; shift 2 ;;
     --np) NP="$2"; shift 2 ;;
     --dir) DIR="$2"; shift 2 ;;
+    --keep) KEEP=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench_checkpoint: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -39,7 +41,7 @@ LOOM="$BUILD/bin/loom"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [[ $KEEP == 1 ]]; then echo "logs: $out"; else trap 'rm -rf "$out"' EXIT; fi
 [[ -n "$DIR" ]] || DIR="$out"
 mkdir -p "$out/text"
 for f in /usr/share/common-licenses/*; do [[ -f "$f" ]] && cp "$f" "$out/text/$(basename "$f").txt"; done
@@ -58,7 +60,8 @@ YAML
 # Timestamps every line of stdin with bash's microsecond clock.
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 
-printf '%-6s | %-14s | %-14s | %-10s | %s\n' mode "step after save" "other steps" "loop (s)" "save line"
+printf '%-6s | %-16s | %-16s | %-8s | %s\n' mode "step after save" "other steps" "loop (s)" \
+  "each save: training paused / written (s)"
 for mode in none sync async; do
   interval=$INTERVAL async=false
   [[ $mode == none ]] && interval=0
@@ -78,8 +81,10 @@ for mode in none sync async; do
       prev = $1; last = $1
     }
     END {
-      printf "%s", (na ? sprintf("%8.2f s (%d)", a / na, na) : "       -      ") " | ";
-      printf "%8.2f s (%d) | %10.1f", o / no, no, last - first
+      printf "%s", (na ? sprintf("%8.2f s (%2d)", a / na, na) : "       -        ") " | ";
+      printf "%8.2f s (%2d) | %8.1f\n", o / no, no, last - first
     }' "$log" | { read -r res; printf '%-6s | %s | ' "$mode" "$res"; }
-  grep -o 'checkpoint saved: .*' "$log" | head -1 | sed 's/checkpoint saved: [^ ]* //' || echo
+  # Sync: "(N MB in T s, ...)"; async: "(N MB; training paused P s ...; ... in W s, ...)".
+  sed -n 's/.*checkpoint saved: .*MB in \([0-9.]*\) s.*/\1/p; s/.*checkpoint saved: .*paused \([0-9.]*\) s.* in \([0-9.]*\) s,.*/\1 \/ \2/p' \
+    "$log" | paste -sd, - | sed 's/,/, /g'
 done

@@ -50,8 +50,11 @@ class AsyncCheckpointWriter {
   // agrees on errors (a failed write anywhere: every rank throws ReportedError and the save stays
   // uncommitted), then commits (commit_checkpoint). Returns the step directory.
   std::string commit(const Config& cfg, ParallelCtx& pc);
+  // The host buffers of the last committed save, for the next one (stage_checkpoint's reuse).
+  StagingBuffers take_buffers() { return std::move(spare_); }
 
  private:
+  StagingBuffers spare_;
   std::unique_ptr<StagedCheckpoint> staged_;
   BackgroundJob job_;  // after staged_: destroyed (joined) first
 };

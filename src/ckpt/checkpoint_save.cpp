@@ -2,6 +2,8 @@
 // (pp, tp), and the atomic commit (tmp directory, fsync, rename, latest, prune).
 #include "ckpt/checkpoint_save.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -43,26 +45,25 @@ json model_json(const ModelConfig& m) {
           {"top_k", m.moe.top_k}};
 }
 
-// Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to replica 0 as the whole flat
-// buffer (stage 0: replica 0 copies its own). Other ranks get an empty vector.
-std::vector<float> gather_moment(const float* shard, ZeroOptimizer& opt, size_t total,
-                                 ParallelCtx& pc) {
+// Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to replica 0 into `all`, the whole
+// flat buffer (stage 0: replica 0 copies its own). Other ranks get an empty one.
+void gather_moment(const float* shard, ZeroOptimizer& opt, size_t total, ParallelCtx& pc,
+                   HostFloats& all) {
   const ShardRange r = opt.shard();  // shard: backend (device) memory
   if (opt.stage() == 0) {
-    std::vector<float> all(pc.replica_index() == 0 ? total : 0);
+    size_staging_buffer(all, pc.replica_index() == 0 ? total : 0);
     if (!all.empty()) opt.backend().to_host(all.data(), shard, total * sizeof(float));
-    return all;
+    return;
   }
   const Comm& reps = pc.replicas();  // ZeRO's shards: over dp x cp
   const size_t S = zero_shard_size(total, reps.size());
   std::vector<float> mine(S, 0.0f);
   opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
-  std::vector<float> all(reps.rank() == 0 ? S * size_t(reps.size()) : 0);
+  size_staging_buffer(all, reps.rank() == 0 ? S * size_t(reps.size()) : 0);
   LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
   LOOM_MPI(
       MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0, reps.mpi()));
   all.resize(reps.rank() == 0 ? total : 0);
-  return all;
 }
 
 // Every rank's JSON text, concatenated on world rank 0 (others get an empty list).
@@ -137,11 +138,30 @@ json write_shard(const std::string& file, const ParamLayout& layout, const float
 
 }  // namespace
 
+void size_staging_buffer(HostFloats& b, size_t n) {
+  if (n == 0) {
+    HostFloats().swap(b);
+    return;
+  }
+  const bool fresh = n > b.capacity();
+  if (fresh) HostFloats().swap(b);  // no copy of the old contents
+  b.resize(n);
+  if (!fresh) return;
+  // The whole 2 MiB pages inside the new allocation; advice only, so failure is harmless.
+  const uintptr_t huge = uintptr_t(2) << 20, lo = reinterpret_cast<uintptr_t>(b.data());
+  const uintptr_t first = (lo + huge - 1) / huge * huge, end = lo + n * sizeof(float);
+  if (end > first + huge)
+    madvise(reinterpret_cast<void*>(first), (end - first) / huge * huge, MADV_HUGEPAGE);
+}
+
 StagedCheckpoint stage_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                                   const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
-                                  ParallelCtx& pc, const TrainerState& state, bool async) {
+                                  ParallelCtx& pc, const TrainerState& state, bool async,
+                                  StagingBuffers reuse) {
   Stopwatch sw;
   StagedCheckpoint s;
+  s.buf = std::move(reuse);
+  s.keep_buffers = async;
   s.step = step;
   s.consumed_samples = consumed_samples;
   s.state = state;
@@ -161,13 +181,14 @@ StagedCheckpoint stage_checkpoint(const Config& cfg, int step, int64_t consumed_
 
   const size_t total = layout.total();
   s.writes = pc.replica_index() == 0;  // one replica (dp0, cp0) of each (pp, tp) writes
-  s.m = gather_moment(opt.m(), opt, total, pc);
-  s.v = gather_moment(opt.v(), opt, total, pc);
+  gather_moment(opt.m(), opt, total, pc, s.buf.m);
+  gather_moment(opt.v(), opt, total, pc, s.buf.v);
   if (opt.stage() == 3) {  // ZeRO-3 keeps parameters sharded too: gather them the same way
-    s.params = gather_moment(opt.param_shard(), opt, total, pc);
-  } else if (s.writes) {
-    s.params.resize(total);
-    model.backend().to_host(s.params.data(), model.params(), total * sizeof(float));
+    gather_moment(opt.param_shard(), opt, total, pc, s.buf.params);
+  } else {
+    size_staging_buffer(s.buf.params, s.writes ? total : 0);
+    if (s.writes)
+      model.backend().to_host(s.buf.params.data(), model.params(), total * sizeof(float));
   }
   s.file = (fs::path(s.tmp_dir) / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
   // Fault injection for the asynchronous-save test: LOOM_FAULT_KILL_IN_ASYNC_WRITE=STEP makes
@@ -189,13 +210,11 @@ void write_staged(StagedCheckpoint& s) {
   if (s.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s.delay_ms));
   Stopwatch sw;
   std::lock_guard<std::recursive_mutex> hold(h5::serial());
-  json rec =
-      write_shard(s.file, *s.layout, s.params.data(), s.m.data(), s.v.data(), s.kill_mid_write);
+  json rec = write_shard(s.file, *s.layout, s.buf.params.data(), s.buf.m.data(), s.buf.v.data(),
+                         s.kill_mid_write);
   rec["seconds"] = sw.ms() / 1e3;  // for the log line; meta.json takes file, bytes, crc32
   s.record = rec.dump();
-  std::vector<float>().swap(s.params);  // the host copies are in the file: release them
-  std::vector<float>().swap(s.m);
-  std::vector<float>().swap(s.v);
+  if (!s.keep_buffers) s.buf = StagingBuffers();  // the copies are in the file: release them
 }
 
 std::string commit_checkpoint(const Config& cfg, const StagedCheckpoint& s, ParallelCtx& pc,

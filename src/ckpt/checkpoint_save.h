@@ -4,12 +4,46 @@
 // `latest` and pruning on world rank 0). save_checkpoint() (checkpoint.h) runs all three.
 #pragma once
 #include <cstdint>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
 
 namespace loom {
+
+// Elements are left uninitialised on resize (every staged element is overwritten by a copy), so
+// new pages are first touched by the copy itself, after they were advised to be huge pages.
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  NoInitAllocator() = default;
+  template <class U>
+  NoInitAllocator(const NoInitAllocator<U>&) {}
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    if constexpr (sizeof...(A) == 0)
+      ::new (static_cast<void*>(p)) U;
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using HostFloats = std::vector<float, NoInitAllocator<float>>;
+
+// Sizes b to n elements; memory newly allocated is advised to use transparent huge pages
+// (madvise), which makes its first touch far cheaper than 4 KiB page faults.
+void size_staging_buffer(HostFloats& b, size_t n);
+
+// The host copies of a staged checkpoint: (layout total) whole-stage parameters and AdamW
+// moments on a writing rank, empty elsewhere. Asynchronous saves hand them from one save to the
+// next, so that later saves copy into memory already mapped.
+struct StagingBuffers {
+  HostFloats params, m, v;
+};
 
 // A checkpoint copied to host memory at its save point and not yet committed.
 struct StagedCheckpoint {
@@ -21,9 +55,8 @@ struct StagedCheckpoint {
   const ParamLayout* layout = nullptr;   // the trainer's; outlives the write
   bool writes = false;                   // this rank writes a shard (replica 0 of its (pp, tp))
   std::string file;                      // that shard, under tmp_dir
-  // (layout total) whole-stage host copies of parameters and AdamW moments on a writing rank;
-  // released by write_staged once they are in the file.
-  std::vector<float> params, m, v;
+  StagingBuffers buf;  // released by write_staged once written, unless keep_buffers
+  bool keep_buffers = false;
   // Fault injection (LOOM_FAULT_KILL_IN_ASYNC_WRITE=STEP): SIGKILL this process half way
   // through writing its shard.
   bool kill_mid_write = false;
@@ -37,10 +70,12 @@ struct StagedCheckpoint {
 // Collective over the world: rank 0 creates <dir>/step_NNNNNNN.tmp; ZeRO-sharded moments (and
 // ZeRO-3 parameters) are gathered to replica 0 of each (pp, tp), which copies the rest from the
 // device (Backend::to_host). Nothing of the device is referenced afterwards. `async` only arms
-// the fault hook of the asynchronous writer.
+// the hooks of the asynchronous writer and keeps the buffers after the write; `reuse`: the
+// buffers of the previous asynchronous save.
 StagedCheckpoint stage_checkpoint(const Config& cfg, int step, int64_t consumed_samples,
                                   const ParamLayout& layout, GPTStage& model, ZeroOptimizer& opt,
-                                  ParallelCtx& pc, const TrainerState& state, bool async);
+                                  ParallelCtx& pc, const TrainerState& state, bool async,
+                                  StagingBuffers reuse = {});
 
 // Writes this rank's shard of s (nothing on ranks that do not write): HDF5, fsync, CRC-32 read
 // back. No MPI; holds h5::serial() throughout. Throws on an I/O error.

@@ -321,8 +321,8 @@ void Trainer::save(int step) {
     return;
   }
   finish_checkpoint();  // one save in flight at a time: the previous one is committed first
-  ckpt_writer_.start(
-      stage_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st, true));
+  ckpt_writer_.start(stage_checkpoint(cfg_, step, consumed, run_->params(), *stage_, *opt_, pc_, st,
+                                      true, ckpt_writer_.take_buffers()));
 }
 
 void Trainer::finish_checkpoint() {
