@@ -64,6 +64,7 @@ void Trainer::build() {
   ParallelCtx& pc = pc_;
   run_ = std::make_unique<RunLayout>(cfg, pc.grid, pc.rank);
   LOOM_CHECK(run_->coord() == pc.coord, "grid coordinate of rank ", pc.rank);
+  if (pc.ep != run_->ep()) add_expert_comms(pc, run_->ep());  // collective
   if (!be_) {
     be_ = make_backend(cfg.device, cfg.train.dtype, std::max(pc.gpu, 0));
     // NCCL, or the host-staged testing mode (LOOM_DEVICE_COMM; the only one in the CPU
