@@ -155,6 +155,10 @@ LOOM_FAULT_KILL_RANK=1:1 "${elastic[@]}" --hostfile solo --local-hosts cfg.yaml 
   --set parallel.tp=1 --set checkpoint.dir=ckpt_solo --set run.dir=run_solo > solo.log 2>&1
 [ $? = 3 ] || fail "expected exit 3 when no host remains: $(tail -3 solo.log)"
 grep -q "no hosts remain" solo.log || fail "no-hosts-remain message: $(grep elastic.sh solo.log)"
+# A malformed fault variable is loom's start-up error naming it.
+LOOM_FAULT_KILL_RANK=5 "$loom" train cfg.yaml --set parallel.dp=1 --set parallel.pp=1 \
+  --set parallel.tp=1 --set run.dir=run_env > env.log 2>&1 && fail "LOOM_FAULT_KILL_RANK=5 accepted"
+grep -q "loom: error: LOOM_FAULT_KILL_RANK='5': expected RANK:STEP" env.log || fail "env message: $(tail -2 env.log)"
 # A loom error (here missing data) is not restarted: the next attempt would meet it again.
 "${elastic[@]}" --hostfile solo --local-hosts cfg.yaml --set parallel.dp=1 --set parallel.pp=1 \
   --set data.train=[nowhere] --set run.dir=run_nodata > nodata.log 2>&1
