@@ -57,8 +57,11 @@ plan_args=("$config" "${args[@]:1}")
 plan_layout "$(total_slots)" > /dev/null || exit 2
 
 logdir="$(mktemp -d "${TMPDIR:-/tmp}/loom-elastic.XXXXXX")"
-child=0
-forward() { ((child > 0)) && kill -"$1" "$child" 2> /dev/null; }  # a stop reaches loom
+child=0 stopping=""
+forward() {  # a stop reaches loom; the job is not restarted after it
+  stopping=$1
+  ((child > 0)) && kill -"$1" "$child" 2> /dev/null
+}
 for sig in TERM INT USR1; do trap "forward $sig" "$sig"; done
 
 attempt=0 reason="" layout=()
@@ -91,6 +94,11 @@ while :; do
     note "attempt $attempt finished"
     rm -rf "$logdir"
     exit 0
+  fi
+  if [[ -n $stopping ]]; then
+    note "attempt $attempt ended with status $status after SIG$stopping; not restarted"
+    rm -rf "$logdir"
+    exit "$status"
   fi
   classify_failure "$log" "$status" "$launcher"  # sets reason, failed_host, restartable
   if ((restartable == 0)); then
