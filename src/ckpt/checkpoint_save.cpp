@@ -46,12 +46,13 @@ json model_json(const ModelConfig& m) {
 }
 
 // Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to replica 0 into `all`, the whole
-// flat buffer (stage 0: replica 0 copies its own). Other ranks get an empty one.
+// flat buffer (stage 0: the ranks of the first expert replica copy their own). Other ranks get
+// an empty one.
 void gather_moment(const float* shard, ZeroOptimizer& opt, size_t total, ParallelCtx& pc,
                    HostFloats& all) {
   const ShardRange r = opt.shard();  // shard: backend (device) memory
   if (opt.stage() == 0) {
-    size_staging_buffer(all, pc.replica_index() == 0 ? total : 0);
+    size_staging_buffer(all, pc.expert_replica_index() == 0 ? total : 0);
     if (!all.empty()) opt.backend().to_host(all.data(), shard, total * sizeof(float));
     return;
   }
@@ -87,18 +88,22 @@ std::vector<json> gather_json(const json& mine, ParallelCtx& pc) {
   return out;
 }
 
-// Writes this (pp, tp) rank's tensor blocks; returns its index entries and file record.
+// Writes this (pp, tp) rank's tensor blocks (only the experts' with experts_only: a rank of the
+// first expert replica other than dp0); returns its index entries and file record.
 // kill_mid_write: SIGKILL this process once half of the stored tensors are in the file.
 json write_shard(const std::string& file, const ParamLayout& layout, const float* params,
-                 const float* m, const float* v, bool kill_mid_write) {
+                 const float* m, const float* v, bool experts_only, bool kill_mid_write) {
   json blocks = json::array();
+  auto stored = [&](const ParamSpec& p) {  // replicas and the tied copy: stored once, elsewhere
+    return p.norm_owner && (!experts_only || p.expert);
+  };
   size_t owned = 0, written = 0;
-  for (const ParamSpec& p : layout.params()) owned += p.norm_owner ? 1 : 0;
+  for (const ParamSpec& p : layout.params()) owned += stored(p) ? 1 : 0;
   {
     h5::Handle f = h5::create(file);
     std::vector<float> tmp;
     for (const ParamSpec& p : layout.params()) {
-      if (!p.norm_owner) continue;  // replicas and the tied copy: stored once, elsewhere
+      if (!stored(p)) continue;
       if (kill_mid_write && written++ == owned / 2) {
         std::fprintf(stderr, "fault injection: SIGKILL in the checkpoint writer thread, %s\n",
                      file.c_str());
@@ -180,7 +185,10 @@ StagedCheckpoint stage_checkpoint(const Config& cfg, int step, int64_t consumed_
       pc.world.mpi());
 
   const size_t total = layout.total();
-  s.writes = pc.replica_index() == 0;  // one replica (dp0, cp0) of each (pp, tp) writes
+  // One replica (dp0, cp0) of each (pp, tp) writes; with expert parallelism the other ranks of
+  // the first expert replica (dp < ep) write their experts.
+  s.writes = pc.expert_replica_index() == 0;
+  s.experts_only = pc.replica_index() != 0;
   gather_moment(opt.m(), opt, total, pc, s.buf.m);
   gather_moment(opt.v(), opt, total, pc, s.buf.v);
   if (opt.stage() == 3) {  // ZeRO-3 keeps parameters sharded too: gather them the same way
@@ -190,7 +198,9 @@ StagedCheckpoint stage_checkpoint(const Config& cfg, int step, int64_t consumed_
     if (s.writes)
       model.backend().to_host(s.buf.params.data(), model.params(), total * sizeof(float));
   }
-  s.file = (fs::path(s.tmp_dir) / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
+  s.file = (fs::path(s.tmp_dir) / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp,
+                                      s.experts_only ? str("_ep", pc.ep_rank()) : "", ".h5"))
+               .string();
   // Fault injection for the asynchronous-save test: LOOM_FAULT_KILL_IN_ASYNC_WRITE=STEP makes
   // the writing rank of the highest world rank die inside its writer thread, mid-shard.
   const char* f = std::getenv("LOOM_FAULT_KILL_IN_ASYNC_WRITE");
@@ -211,7 +221,7 @@ void write_staged(StagedCheckpoint& s) {
   Stopwatch sw;
   std::lock_guard<std::recursive_mutex> hold(h5::serial());
   json rec = write_shard(s.file, *s.layout, s.buf.params.data(), s.buf.m.data(), s.buf.v.data(),
-                         s.kill_mid_write);
+                         s.experts_only, s.kill_mid_write);
   rec["seconds"] = sw.ms() / 1e3;  // for the log line; meta.json takes file, bytes, crc32
   s.record = rec.dump();
   if (!s.keep_buffers) s.buf = StagingBuffers();  // the copies are in the file: release them

@@ -53,9 +53,10 @@ struct StagedCheckpoint {
   int zero_stage = 0;
   std::string root, tmp_dir, final_dir;  // checkpoint.dir, step_NNNNNNN.tmp, step_NNNNNNN
   const ParamLayout* layout = nullptr;   // the trainer's; outlives the write
-  bool writes = false;                   // this rank writes a shard (replica 0 of its (pp, tp))
-  std::string file;                      // that shard, under tmp_dir
-  StagingBuffers buf;  // released by write_staged once written, unless keep_buffers
+  bool writes = false;        // this rank writes a shard (the first expert replica of its (pp, tp))
+  bool experts_only = false;  // a rank of that replica other than dp0: its experts only
+  std::string file;           // that shard, under tmp_dir
+  StagingBuffers buf;         // released by write_staged once written, unless keep_buffers
   bool keep_buffers = false;
   // Fault injection (LOOM_FAULT_KILL_IN_ASYNC_WRITE=STEP): SIGKILL this process half way
   // through writing its shard.

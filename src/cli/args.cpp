@@ -9,11 +9,11 @@
 namespace loom::cli {
 
 namespace {
-const std::set<std::string> kValued = {"--checkpoint",   "--prompt",        "--max-tokens",
-                                       "--temperature",  "--top-k",         "--seed",
-                                       "--cluster",      "--gpu-flops",     "--attention-flops",
-                                       "--vector-flops", "--gpu-bandwidth", "--launch-us"};
-const std::set<std::string> kFlags = {"--json", "--kernels"};
+const std::set<std::string> kValued = {
+    "--checkpoint",    "--prompt",    "--max-tokens", "--temperature",     "--top-k",
+    "--seed",          "--cluster",   "--gpu-flops",  "--attention-flops", "--vector-flops",
+    "--gpu-bandwidth", "--launch-us", "--ranks"};
+const std::set<std::string> kFlags = {"--json", "--kernels", "--layout-args"};
 }
 
 Args parse_args(int argc, char** argv) {

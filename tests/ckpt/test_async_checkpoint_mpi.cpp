@@ -1,8 +1,8 @@
-// Asynchronous checkpoints (checkpoint.async) on 4 ranks, dp2 x pp2 with ZeRO-1 and dp2 x tp2
-// with ZeRO-3: the saves hold bitwise the datasets and index of synchronous saves of the same
-// steps, training is bitwise unaffected by a save in flight, a save is committed only later (the
-// next save, a step boundary of run(), the end), and resuming from either continues bitwise the
-// uninterrupted run.
+// Asynchronous checkpoints (checkpoint.async) on 4 ranks, dp2 x pp2 with ZeRO-1, dp2 x tp2 with
+// ZeRO-3 and a Mixture of Experts on dp2 x tp2 with ep2: the saves hold bitwise the datasets and
+// index of synchronous saves of the same steps, training is bitwise unaffected by a save in flight,
+// a save is committed only later (the next save, a step boundary of run(), the end), and resuming
+// from either continues bitwise the uninterrupted run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +24,16 @@ using nlohmann::json;
 namespace loom {
 namespace {
 
-Config layout_config(int dp, int pp, int tp, int zero, const std::string& dir, bool async) {
-  Config c = test::tiny_parallel_config();
+// ep > 0: the tiny Llama with 4 experts (top-2), split over ep data-parallel ranks.
+Config layout_config(int dp, int pp, int tp, int zero, const std::string& dir, bool async,
+                     int ep = 0) {
+  Config c = ep > 0 ? test::tiny_llama_config() : test::tiny_parallel_config();
+  if (ep > 0) {
+    c.model.moe.num_experts = 4;
+    c.model.moe.top_k = 2;
+    c.model.moe.capacity_factor = 1.25;
+    c.parallel.ep = ep;
+  }
   c.parallel.dp = dp, c.parallel.pp = pp, c.parallel.tp = tp;
   c.parallel.micro_batch_size = 1;
   c.optimizer.zero_stage = zero;
@@ -133,19 +141,21 @@ void expect_bitwise(const Run& a, const Run& b, const std::string& what) {
     EXPECT_TRUE(t.data == b.weights.at(name).data) << what << ": " << name;
 }
 
-void async_equals_sync(int dp, int pp, int tp, int zero, const std::string& name) {
+void async_equals_sync(int dp, int pp, int tp, int zero, const std::string& name, int ep = 0) {
   const std::string sd = test::fresh_dir("test_async_checkpoint", name + "_sync");
   const std::string ad = test::fresh_dir("test_async_checkpoint", name + "_async");
-  const Run straight = train(layout_config(dp, pp, tp, zero, sd, false), 12, false, {});
-  const Run sync = train(layout_config(dp, pp, tp, zero, sd, false), 12, false, {4, 8});
-  const Run async = train(layout_config(dp, pp, tp, zero, ad, true), 12, false, {4, 8});
+  const Config sc = layout_config(dp, pp, tp, zero, sd, false, ep);
+  const Config ac = layout_config(dp, pp, tp, zero, ad, true, ep);
+  const Run straight = train(sc, 12, false, {});
+  const Run sync = train(sc, 12, false, {4, 8});
+  const Run async = train(ac, 12, false, {4, 8});
   expect_bitwise(sync, straight, "sync saves change training");
   expect_bitwise(async, straight, "async saves change training");
   for (int s : {4, 8})
     expect_same_checkpoint(sd + "/" + checkpoint_step_name(s), ad + "/" + checkpoint_step_name(s));
   // Resume (auto: step 8) from each and run steps 9-12: bitwise the uninterrupted steps.
-  const Run from_sync = train(layout_config(dp, pp, tp, zero, sd, false), 12, true, {});
-  const Run from_async = train(layout_config(dp, pp, tp, zero, ad, true), 12, true, {});
+  const Run from_sync = train(sc, 12, true, {});
+  const Run from_async = train(ac, 12, true, {});
   Run tail = straight;
   tail.losses.erase(tail.losses.begin(), tail.losses.begin() + 8);
   expect_bitwise(from_sync, tail, "resumed from the sync checkpoint");
@@ -154,6 +164,8 @@ void async_equals_sync(int dp, int pp, int tp, int zero, const std::string& name
 
 TEST(AsyncCheckpoint, EqualsSyncDp2Pp2Zero1) { async_equals_sync(2, 2, 1, 1, "dp2pp2"); }
 TEST(AsyncCheckpoint, EqualsSyncDp2Tp2Zero3) { async_equals_sync(2, 1, 2, 3, "dp2tp2z3"); }
+// Expert parallelism: dp1 writes its experts into a shard of its own (shard_pp0_tpT_ep1.h5).
+TEST(AsyncCheckpoint, EqualsSyncMoeDp2Tp2Ep2) { async_equals_sync(2, 1, 2, 0, "moe_ep2", 2); }
 
 // Trainer::run(): periodic saves are committed at later step boundaries or at the end; the
 // result equals the synchronous run's and keep_last prunes committed saves only.
