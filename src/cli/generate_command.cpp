@@ -184,9 +184,15 @@ int cmd_generate(const Args& a, Phase& phase) {
   DecodeStage stage(c.model, layout, *pc, *be, slots, rows);
   stage.set_params(host.data());
   host = {};
-  info(str("loom generate: ", reqs.size(), " prompts on dp=", p.dp, " pp=", p.pp, " tp=", p.tp,
-           ", ", slots, " sequences at a time per replica, KV cache ",
-           use_cache ? str(stage.cache_bytes() >> 20, " MiB per rank") : std::string("off")));
+  // Messages go to stderr: stdout holds only the generated text.
+  if (pc->rank == 0)
+    std::fprintf(stderr,
+                 "loom generate: %zu prompts on dp=%d pp=%d tp=%d, %d sequences at a time per "
+                 "replica, KV cache %s\n",
+                 reqs.size(), p.dp, p.pp, p.tp, slots,
+                 use_cache
+                     ? str(double(stage.cache_bytes()) / double(1 << 20), " MiB per rank").c_str()
+                     : "off");
   phase = Phase::Running;
 
   const int sample_vocab = std::min(tk->vocab_size(), c.model.vocab_size);

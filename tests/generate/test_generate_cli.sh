@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# loom generate end to end: a checkpoint trained on one rank generates the same greedy text on
-# every layout (tp2, pp2, dp2 on 2 ranks; tp2 x pp2 on 4), for gpt2 and llama (GQA); stop
-# strings and JSON lines; and bad input gets one clear error each.
+# loom generate end to end: a checkpoint trained on one rank generates the same text on every
+# layout (greedy: tp2, pp2, dp2 on 2 ranks, tp2 x pp2 on 4; sampled: dp2, tp2 x pp2), for gpt2
+# and llama (GQA); stop strings and JSON lines; and bad input gets one clear error each.
 # usage: test_generate_cli.sh LOOM_BINARY WORKDIR
 set -uo pipefail
 loom="$1"; work="$2"
@@ -30,10 +30,10 @@ cat > tiny.yaml <<'YAML'
 run: {name: gen}
 model: {n_layer: 2, n_head: 4, d_model: 32, vocab_size: 257, seq_len: 32}
 parallel: {micro_batch_size: 4}
-train: {global_batch_size: 8, steps: 40, log_interval: 40}
+train: {global_batch_size: 8, steps: 10, log_interval: 10}
 optimizer: {lr: 0.01, warmup_steps: 5}
 data: {train: [gpl]}
-checkpoint: {save_interval: 40}
+checkpoint: {save_interval: 10}
 YAML
 printf 'GNU GENERAL\nThe licenses\n\nfree software\n' > prompts.txt
 
@@ -43,31 +43,61 @@ for arch in gpt2 llama; do
   if ! "$loom" train tiny.yaml "${extra[@]}" --set checkpoint.dir=ck_$arch > train_$arch.log 2>&1; then
     fail "$arch: training the test checkpoint"; tail -5 train_$arch.log; continue
   fi
-  gen=("$loom" generate --checkpoint ck_$arch --prompts prompts.txt --temperature 0 --max-tokens 12)
-  OMP_NUM_THREADS=1 "${gen[@]}" > single_$arch.txt 2> single_$arch.err
-  if [ "$(wc -l < single_$arch.txt)" -eq 4 ] && grep -q '"finish":"length"' single_$arch.txt; then
-    ok "$arch: 4 prompts on one rank"
-  else
-    fail "$arch: one rank"; cat single_$arch.txt single_$arch.err
-  fi
-  for layout in "2 tp=2" "2 pp=2" "2 dp=2" "4 tp=2 pp=2"; do
-    set -- $layout; n=$1; shift
-    sets=(); for kv in "$@"; do sets+=(--set parallel.$kv); done
-    if [ $n = 2 ]; then mpi=("${mpi2[@]}"); else mpi=("${mpi4[@]}"); fi
-    OMP_NUM_THREADS=1 timeout 120 "${mpi[@]}" "${gen[@]}" "${sets[@]}" > lay.txt 2> lay.err
-    rc=$?
-    if [ $rc -eq 0 ] && [ -s lay.txt ] && cmp -s lay.txt single_$arch.txt; then
-      ok "$arch: $* same text as one rank"
-    else fail "$arch: $* differs from one rank"; diff lay.txt single_$arch.txt | head; tail -3 lay.err; fi
+  # Greedy, and sampled (the draws are a function of seed, sequence and position).
+  for mode in greedy sampled; do
+    gen=("$loom" generate --checkpoint ck_$arch --prompts prompts.txt --max-tokens 12)
+    if [ $mode = greedy ]; then gen+=(--temperature 0); else gen+=(--temperature 0.8 --top-k 40 --seed 5); fi
+    OMP_NUM_THREADS=1 "${gen[@]}" > single.txt 2> single.err
+    if [ "$(wc -l < single.txt)" -eq 4 ] && [ "$(grep -c '"finish":"\(length\|stop_token\)"' single.txt)" -eq 4 ]; then
+      ok "$arch $mode: 4 prompts on one rank"
+    else
+      fail "$arch $mode: one rank"; cat single.txt single.err
+    fi
+    layouts=("2 tp=2" "2 pp=2" "2 dp=2" "4 tp=2 pp=2")
+    [ $mode = sampled ] && layouts=("2 dp=2" "4 tp=2 pp=2")  # all four: test_generate_layouts_mpi
+    for layout in "${layouts[@]}"; do
+      set -- $layout; n=$1; shift
+      sets=(); for kv in "$@"; do sets+=(--set parallel.$kv); done
+      if [ $n = 2 ]; then mpi=("${mpi2[@]}"); else mpi=("${mpi4[@]}"); fi
+      OMP_NUM_THREADS=1 timeout 120 "${mpi[@]}" "${gen[@]}" "${sets[@]}" > lay.txt 2> lay.err
+      rc=$?
+      if [ $rc -eq 0 ] && [ -s lay.txt ] && cmp -s lay.txt single.txt; then
+        ok "$arch $mode: $* same text as one rank"
+      else
+        fail "$arch $mode: $* differs from one rank (exit $rc)"; diff lay.txt single.txt | head; tail -3 lay.err
+      fi
+    done
   done
 done
 
-# Stop strings: the text ends before the first stop string; JSON lines carry their own.
-printf '{"prompt": "GNU GENERAL", "max_tokens": 8}\n{"prompt": "The licenses", "stop": ["e"]}\n' > p.jsonl
-"$loom" generate --checkpoint ck_gpt2 --prompts p.jsonl --temperature 0 --max-tokens 16 > stop.txt 2> stop.err
-if [ "$(wc -l < stop.txt)" -eq 2 ] && sed -n 2p stop.txt | grep -q '"finish":"stop"' &&
-   ! sed -n 2p stop.txt | grep -q '"text":"[^"]*e'; then ok "stop strings and JSON lines"
-else fail "stop strings"; cat stop.txt stop.err; fi
+# Stop strings: the text is the run without them cut before the first occurrence, finish
+# "stop"; JSON lines carry their own max_tokens and stop.
+py=/usr/bin/python3
+printf '{"prompt": "GNU GENERAL", "max_tokens": 16}\n' > free.jsonl
+samp=(--temperature 0.8 --top-k 40 --seed 5)
+"$loom" generate --checkpoint ck_gpt2 --prompts free.jsonl "${samp[@]}" > free.txt 2> free.err
+stop=$($py -c '
+import json, re, sys
+t = json.loads(open("free.txt").readline())["text"]
+m = re.search(r"[A-Za-z ]{2}", t[2:])
+print(m.group(0) if m else "", end="")')
+if [ -z "$stop" ]; then
+  fail "stop strings: no two letters in the free text to stop at"; cat free.txt
+else
+  $py -c 'import json, sys; print(json.dumps({"prompt": "GNU GENERAL", "max_tokens": 16, "stop": [sys.argv[1]]}))' \
+    "$stop" > stop.jsonl
+  "$loom" generate --checkpoint ck_gpt2 --prompts stop.jsonl "${samp[@]}" > stop.txt 2> stop.err
+  if $py -c '
+import json, sys
+free = json.loads(open("free.txt").readline())["text"]
+got = json.loads(open("stop.txt").readline())
+want = free[:free.index(sys.argv[1])]
+sys.exit(0 if got["text"] == want and got["finish"] == "stop" else 1)' "$stop"; then
+    ok "stop string '$stop': the text ends before it"
+  else
+    fail "stop strings"; cat free.txt stop.txt stop.err
+  fi
+fi
 
 # Bad input: one clear error each, before any work.
 expect "missing checkpoint" "checkpoint 'nowhere' does not exist" \
