@@ -15,7 +15,7 @@ Prints prefill and decode tokens/s (loom generate's own timers) and, for decode 
 the fraction of the memory-bandwidth bound: a decode step of B sequences must read every weight
 once and each sequence's cached keys and values (4 bytes each), at the read bandwidth measured
 by a stream-like probe (sum over a 512 MiB array on all threads, best of 5).
-  --build DIR   loom build folder (default build; built with scripts/build.sh when missing)
+  --build DIR   loom build folder (default build, built with scripts/build.sh when missing)
 USAGE
 }
 
@@ -30,8 +30,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench_generate.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-[ -x "$BUILD/loom" ] || scripts/build.sh "$BUILD"
-LOOM="$(realpath "$BUILD/loom")"
+if [ ! -x "$BUILD/bin/loom" ]; then
+  [ "$BUILD" = build ] || { echo "bench_generate.sh: no $BUILD/bin/loom; build it first" >&2; exit 1; }
+  scripts/build.sh >/dev/null
+fi
+LOOM="$(realpath "$BUILD/bin/loom")"
 work="$(realpath "$BUILD")/bench_generate"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 export OMP_NUM_THREADS=$THREADS OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -57,7 +60,7 @@ int main() {
   std::printf("%.3f %g\n", double(n) * sizeof(float) / best / 1e9, total);
 }
 CPP
-g++ -O2 -march=native -fopenmp probe.cpp -o probe
+g++ -O3 -ffast-math -march=native -fopenmp probe.cpp -o probe  # fast-math: a vectorized sum
 BW=$(./probe | cut -d' ' -f1)
 
 mkdir -p text && cp /usr/share/common-licenses/GPL-3 text/gpl.txt
@@ -77,8 +80,10 @@ tr -d '\n"\\' < text/gpl.txt | fold -w 32 | head -32 > all_prompts.txt
 
 # params: wte (257 x C) + wpe (T x C) + per layer 12 C^2 + 13 C + final norm 2 C (tied head).
 P=$(( 257 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C ))
-printf "machine: %s, %s threads; read bandwidth %.1f GB/s; model %d parameters (%.1f MB fp32)\n" \
-  "$(lscpu | sed -n 's/^Model name: *//p')" "$THREADS" "$BW" "$P" "$(echo "$P*4/1e6" | bc -l)"
+calc() { awk "BEGIN { printf \"%.${1}f\", $2 }"; }
+printf "machine: %s, %s threads, load average %s; read bandwidth %s GB/s; model %d parameters (%s MB fp32)\n" \
+  "$(lscpu | sed -n 's/^Model name: *//p')" "$THREADS" "$(cut -d' ' -f1 /proc/loadavg)" "$BW" "$P" \
+  "$(calc 1 "$P * 4 / 1e6")"
 printf "%-6s %-9s %14s %14s %18s\n" batch kv-cache "prefill tok/s" "decode tok/s" "decode/bound"
 for B in $BATCHES; do
   head -"$B" all_prompts.txt > p.txt
@@ -95,8 +100,8 @@ for B in $BATCHES; do
       # prompt bytes + half the new tokens), 2 C floats per layer and position.
       ctx=$(( 32 + NEW / 2 ))
       bytes=$(( 4 * P + B * ctx * L * 2 * C * 4 ))
-      bound=$(echo "$B * $BW * 1e9 / $bytes" | bc -l)
-      frac=$(printf "%.2f (bound %.0f)" "$(echo "$dec / $bound" | bc -l)" "$bound")
+      bound=$(calc 3 "$B * $BW * 1e9 / $bytes")
+      frac="$(calc 2 "$dec / $bound") (bound $(calc 0 "$bound"))"
     fi
     printf "%-6s %-9s %14s %14s %18s\n" "$B" "$cache" "$pre" "$dec" "$frac"
   done
