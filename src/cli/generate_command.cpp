@@ -55,6 +55,7 @@ Config generation_config(const std::string& dir, const std::vector<std::string>&
   // Training-only settings the checks would hold against the layout: one sequence per
   // micro-batch, one micro-batch per rank, one chunk per stage, no sequence parallelism.
   p.micro_batch_size = 1, p.virtual_stages = 1, p.sequence_parallel = false;
+  if (c.device == "cpu") c.train.dtype = "fp32";  // the cpu backend computes in fp32
   c.train.global_batch_size = std::max(p.dp, 1);
   std::vector<std::string> errors = validate(c, world);
   if (!errors.empty()) {
