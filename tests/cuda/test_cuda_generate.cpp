@@ -11,7 +11,7 @@
 namespace loom {
 namespace {
 
-class CudaGenerate : public CudaTest {};
+class CudaGenerate : public cudatest::CudaTest {};
 
 TEST_F(CudaGenerate, Fp32LogitsAndIdsEqualCpu) {
   test::ensure_mpi();
