@@ -64,9 +64,10 @@ STEP = [
                   "the last stage"),
         ("DP", "ZeRO 0/1: all-reduce of the flat gradient in buckets of 2^24 elements; ZeRO 2/3: "
                "the tied embedding to its owners"),
+        ("DP", "... with parallel.ep > 1 the experts' tensors over the expert replicas"),
         ("world", "sum of squares of the elements this rank owns (every replica counted once) "
                   "into the step state's device double, all-reduced there")]),
-    (0, "ZeroOptimizer::step(lr, loss scale, grad_clip)", "src/optim/zero.cpp", [
+    (0, "ZeroOptimizer::step(lr, loss scale, grad_clip)", "src/optim/zero_step.cpp", [
         (None, "decide_step on the device: a non-finite norm skips the update; AdamW factors for "
                "the count of applied updates"),
         (None, "gradient scale = min(1, grad_clip / (norm + 1e-6)) / loss_scale (grad_clip > 0)"),
@@ -120,8 +121,8 @@ STEP_ORDER = [
     ("src/model/block.cpp", "void block_backward(", ["column_input_grad(", "column_input_grad("]),
     ("src/model/block.cpp", "const void* column_input_grad(", ["tp.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [
-        "pc_.embed.all_reduce(", "pc_.replicas().all_reduce(", "reduce_to_owners(", "sum_squares(",
+        "pc_.embed.all_reduce(", "group(r).all_reduce(", "reduce_to_owners(", "sum_squares(",
         "pc_.world.all_reduce("]),
-    ("src/optim/zero.cpp", "void ZeroOptimizer::step(", [
+    ("src/optim/zero_step.cpp", "void ZeroOptimizer::step(", [
         "decide_step(", "adamw_update(", "pc_.replicas().all_gather(", "refresh_compute_weights()"]),
 ]

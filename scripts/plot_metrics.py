@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""plot_metrics.py: plots one or more loom metrics.jsonl files (loss, tokens/s, time) to a PNG."""
+"""plot_metrics.py: plots one or more loom metrics.jsonl files (loss, tokens/s, time, and the
+expert load of Mixture-of-Experts runs) to a PNG."""
 import argparse
 import json
 import math
@@ -80,6 +81,28 @@ def tokens_per_step(runs):
     return seen.pop() if len(seen) == 1 else None
 
 
+def expert_load(train):
+    """Per logged step of a Mixture-of-Experts run (lines with "moe"): (step, the busiest
+    expert's share of the step's assignments, the fraction of assignments dropped), each the
+    mean over layers. Uniform routing gives a share of 1/E; [] for a dense run."""
+    out = []
+    for d in train:
+        moe = d.get("moe")
+        if not isinstance(moe, dict) or not moe.get("tokens_per_expert"):
+            continue
+        shares, drops = [], []
+        for i, layer in enumerate(moe["tokens_per_expert"]):
+            total = sum(layer)
+            if total <= 0:
+                continue
+            shares.append(max(layer) / total)
+            dropped = moe.get("dropped") or []
+            drops.append((dropped[i] if i < len(dropped) else 0) / total)
+        if shares:
+            out.append((d["step"], sum(shares) / len(shares), sum(drops) / len(drops)))
+    return out
+
+
 def human(v):
     for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
@@ -123,7 +146,9 @@ def main(argv=None):
 
     times = [mean_time(r["train"]) for r in runs]
     has_time = any(times)
-    ncols = 3 if has_time else 2
+    loads = [expert_load(r["train"]) for r in runs]
+    has_moe = any(loads)
+    ncols = 2 + int(has_time) + int(has_moe)
     fig, axes = plt.subplots(1, ncols, figsize=(6.0 * ncols, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = ["o", "s", "^", "D", "v", "P", "X"]  # so identical curves stay visible
@@ -194,6 +219,24 @@ def main(argv=None):
         ax.set_xticklabels([r["name"] for r in runs], rotation=15)
         ax.set_ylabel("mean ms per step")
         ax.set_title("time per step")
+        ax.legend(fontsize="small")
+
+    if has_moe:  # Mixture of Experts: how evenly the router spreads the assignments
+        ax = axes[-1]
+        for i, pts in enumerate(loads):
+            if not pts:
+                continue
+            st = style(i, len(pts))
+            ax.plot([x[0] for x in pts], [x[1] for x in pts],
+                    label=f"{runs[i]['name']} busiest expert", **st)
+            if any(x[2] > 0 for x in pts):
+                ax.plot([x[0] for x in pts], [x[2] for x in pts], linestyle=":",
+                        color=st["color"], label=f"{runs[i]['name']} dropped")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("share of the step's assignments (mean over layers)")
+        ax.set_title("expert load")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
 
     fig.suptitle(args.title or ", ".join(r["name"] for r in runs))

@@ -35,10 +35,11 @@ else
   ctest --test-dir build --output-on-failure -j2 -LE slurm "$@"
 fi
 if [[ $flags == *" avx512f "* ]]; then
-  # Not repeated: the cuda label, and the mpi tests that check process behaviour or byte
-  # counts, not floating-point results (faults, locks, cli, rank maps, topology, watchdog,
-  # plan agreement and RSS, the MPI wrappers, NCCL point-to-point, tokenizers and preprocessing).
-  run_suite SkylakeX -LE 'cuda|slurm' -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess)' "$@"
+  # Not repeated: the cuda label, and the tests that check process behaviour, byte counts or
+  # files against themselves, not floating-point results (faults, locks, cli, rank maps,
+  # topology, watchdog, plan agreement and RSS, the MPI wrappers, NCCL point-to-point, tokenizers
+  # and preprocessing, elastic restarts, exports, TensorBoard files, plots, the design pictures).
+  run_suite SkylakeX -LE 'cuda|slurm' -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess|elastic|export_cli|export_chunks_mpi|tensorboard_run|plot_metrics|draw_design|layers)' "$@"
 fi
 
 # stage NAME CMD...: one of the further steps, timed.

@@ -103,15 +103,17 @@ void broadcast_string(std::string& s, ParallelCtx& pc) {
   if (n) pc.world.broadcast(&s[0], n, 0);
 }
 
-// Writes this (pp, tp) rank's tensor blocks; returns its index entries and file record.
+// Writes this (pp, tp) rank's tensor blocks (only the experts' with experts_only: a rank of the
+// first expert replica other than dp0); returns its index entries and file record.
 json write_shard(const std::string& file, const ParamLayout& layout, const float* params,
-                 const float* m, const float* v) {
+                 const float* m, const float* v, bool experts_only) {
   json blocks = json::array();
   {
     h5::Handle f = h5::create(file);
     std::vector<float> tmp;
     for (const ParamSpec& p : layout.params()) {
       if (!p.norm_owner) continue;  // replicas and the tied copy: stored once, elsewhere
+      if (experts_only && !p.expert) continue;
       std::vector<ShardBlock> bl = layout.blocks(p);
       for (size_t k = 0; k < bl.size(); ++k) {
         const ShardBlock& b = bl[k];
@@ -183,7 +185,7 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   std::vector<float> p3;  // ZeRO-3 keeps parameters sharded too: gather them the same way
   if (opt.stage() == 3)
     p3 = gather_moment(opt.param_shard(), opt, total, pc);
-  else if (pc.replica_index() == 0) {
+  else if (pc.expert_replica_index() == 0) {
     p3.resize(total);
     model.backend().to_host(p3.data(), model.params(), total * sizeof(float));
   }
@@ -191,10 +193,14 @@ std::string save_checkpoint(const Config& cfg, int step, int64_t consumed_sample
   json mine = json::object();
   collectively(
       [&] {
-        if (pc.replica_index() != 0) return;  // one replica (dp0, cp0) writes
-        std::string file =
-            (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp, ".h5")).string();
-        mine = write_shard(file, layout, params, m.data(), v.data());
+        // One replica (dp0, cp0) writes; with expert parallelism the other ranks of the first
+        // expert replica (dp < ep) write their experts.
+        if (pc.expert_replica_index() != 0) return;
+        const bool experts_only = pc.replica_index() != 0;
+        std::string file = (tmp_dir / str("shard_pp", pc.coord.pp, "_tp", pc.coord.tp,
+                                          experts_only ? str("_ep", pc.ep_rank()) : "", ".h5"))
+                               .string();
+        mine = write_shard(file, layout, params, m.data(), v.data(), experts_only);
       },
       pc.world.mpi());
   // Fault injection for the checkpoint tests: LOOM_FAULT_KILL_IN_SAVE=STEP makes the last rank

@@ -122,7 +122,9 @@ void gather_chunks(const std::vector<OutTensor>& outs, const ParamLayout& layout
   std::exception_ptr failed;
   for (size_t t = 0; t < outs.size(); ++t) {
     const OutTensor& o = outs[t];
-    const ParamSpec* p = pc.replica_index() == 0 ? layout.find(o.source) : nullptr;
+    // The first replica sends (with expert parallelism, dp < ep for the experts' tensors).
+    const ParamSpec* p = layout.find(o.source);
+    if (p && (p->expert ? pc.expert_replica_index() : pc.replica_index()) != 0) p = nullptr;
     const std::vector<ShardBlock> blocks =
         p && p->norm_owner ? layout.blocks(*p) : std::vector<ShardBlock>{};
     const int64_t n = chunk_count(o.rows(), o.cols(), elems);

@@ -34,13 +34,14 @@ double available_memory() {
   return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
 }
 
-// This machine as a cluster: one node, one cpu rank per physical core, its share of the
-// available memory, the measured single-core sgemm peak, shared-memory MPI links.
-plan::ClusterSpec local_cluster() {
+// This machine as a cluster: one node, one cpu rank per physical core (or `ranks` ranks when
+// > 0), each rank's share of the available memory, the measured single-core sgemm peak,
+// shared-memory MPI links.
+plan::ClusterSpec local_cluster(int ranks) {
   std::vector<int> cpus;
   for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i)
     cpus.push_back(int(i));
-  const int cores = std::max(1, physical_cores(cpus));
+  const int cores = ranks > 0 ? ranks : std::max(1, physical_cores(cpus));
   std::ostringstream yaml;
   configure_cpu_threads(1);
   yaml << "name: this machine\ndevice: cpu\nnodes: 1\ngpus_per_node: " << cores
@@ -62,7 +63,7 @@ double positive_option(const Args& a, const std::string& name, double fallback) 
 // loom plan --kernels: one rank's kernels of one step at the config's micro-batch and tp.
 int plan_kernels(const Args& a, const Config& cfg) {
   const std::string& path = a.operands[0];
-  for (const char* other : {"--cluster", "--json"})
+  for (const char* other : {"--cluster", "--json", "--ranks", "--layout-args"})
     if (a.options.count(other))
       throw UserError(
           str("loom plan --kernels models one GPU from --gpu-flops, --gpu-bandwidth "
@@ -103,13 +104,60 @@ int plan_kernels(const Args& a, const Config& cfg) {
   return 0;
 }
 
+// The cluster cut to `ranks` devices: whole nodes of its gpus_per_node, or one node of fewer.
+// False when `ranks` is neither (e.g. 6 on nodes of 4). The local cluster is one node of any size.
+bool cut_cluster(plan::ClusterSpec& c, int ranks) {
+  if (ranks % c.gpus_per_node == 0) {
+    c.nodes = ranks / c.gpus_per_node;
+    return true;
+  }
+  if (ranks > c.gpus_per_node) return false;
+  c.nodes = 1, c.gpus_per_node = ranks;
+  return true;
+}
+
+// The fastest layout as loom train's --set arguments (every key the plan searches).
+std::string layout_args(const plan::Candidate& c) {
+  return str("--set parallel.dp=", c.dp, " --set parallel.pp=", c.pp, " --set parallel.tp=", c.tp,
+             " --set parallel.cp=", c.cp, " --set parallel.virtual_stages=", c.v,
+             " --set parallel.micro_batch_size=", c.micro_batch,
+             " --set parallel.sequence_parallel=", c.sp ? "true" : "false",
+             " --set optimizer.zero_stage=", c.zero,
+             " --set train.recompute=", plan::recompute_name(c.recompute));
+}
+
+// loom plan --ranks N --layout-args: the largest world of at most N ranks with a layout that
+// fits, printed as one line "W --set parallel.dp=.. ..." (scripts/elastic.sh reads it).
+int plan_layout_args(const Args& a, const Config& cfg, const std::string& cluster_path, int most) {
+  const plan::ClusterSpec base =
+      cluster_path.empty() ? local_cluster(most) : plan::load_cluster(cluster_path);
+  std::string first_shortage;
+  for (int w = most; w >= 1; --w) {
+    plan::ClusterSpec cl = base;
+    if (!cut_cluster(cl, w)) continue;
+    const plan::Plan p = plan::make_plan(plan::plan_model(cfg, cl), cl);
+    if (p.valid.empty()) {
+      if (first_shortage.empty()) first_shortage = plan::no_fit_message(p);
+      continue;
+    }
+    const std::string line = str(w, " ", layout_args(p.valid.front().c), "\n");
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  throw UserError(str(a.operands[0], ": no layout of ", most, " or fewer ranks",
+                      cluster_path.empty() ? "" : str(" (whole nodes of ", cluster_path, ")"),
+                      " can run this model and batch; with ", most, " ranks: ", first_shortage));
+}
+
 }  // namespace
 
 int cmd_plan(const Args& a) {
   if (a.operands.size() != 1)
     throw UserError(
         "loom plan needs one config file: loom plan CONFIG.yaml [--cluster "
-        "CLUSTER.yaml] [--json] [--set key.path=value]..., or loom plan CONFIG.yaml --kernels "
+        "CLUSTER.yaml] [--ranks N] [--json | --layout-args] [--set key.path=value]..., or loom "
+        "plan CONFIG.yaml --kernels "
         "[--gpu-flops F] [--attention-flops F] [--vector-flops F] [--gpu-bandwidth B] "
         "[--launch-us U] [--set key.path=value]...");
   int rank = 0;
@@ -126,8 +174,23 @@ int cmd_plan(const Args& a) {
   }
   if (a.options.count("--kernels")) return plan_kernels(a, cfg);
   const std::string cluster_path = option(a, "--cluster", "");
-  const plan::ClusterSpec cluster =
-      cluster_path.empty() ? local_cluster() : plan::load_cluster(cluster_path);
+  const int ranks = option_int(a, "--ranks", 0);
+  if (a.options.count("--ranks") && ranks < 1)
+    throw UserError(str("--ranks: expected a whole number >= 1, got '", option(a, "--ranks", ""),
+                        "'; e.g. --ranks 4"));
+  if (a.options.count("--layout-args")) {
+    if (ranks < 1 || a.options.count("--json"))
+      throw UserError(
+          "loom plan --layout-args prints the fastest layout of at most --ranks N "
+          "ranks as --set arguments: give --ranks N and drop --json");
+    return plan_layout_args(a, cfg, cluster_path, ranks);
+  }
+  plan::ClusterSpec cluster =
+      cluster_path.empty() ? local_cluster(ranks) : plan::load_cluster(cluster_path);
+  if (ranks > 0 && !cut_cluster(cluster, ranks))
+    throw UserError(str("--ranks ", ranks, ": ", cluster_path, " has nodes of ",
+                        cluster.gpus_per_node, " devices; give a multiple of ",
+                        cluster.gpus_per_node, " or at most ", cluster.gpus_per_node));
 
   plan::ReportOptions ro;
   ro.config_path = a.operands[0];

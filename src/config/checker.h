@@ -74,6 +74,6 @@ void check_model(const ModelConfig& m, Checker& c);
 // 0 when unknown.
 void check_virtual_stages(const Config& cfg, long long dp, Checker& c);
 void check_context_parallel(const Config& cfg, Checker& c);
-void check_moe_layout(const Config& cfg, Checker& c);
+void check_moe_layout(const Config& cfg, long long dp, Checker& c);
 
 }  // namespace loom::validation

@@ -322,7 +322,7 @@ std::vector<std::string> validate(const Config& cfg, int world_size) {
   check_train(cfg, dp, c);
   check_virtual_stages(cfg, dp, c);
   check_context_parallel(cfg, c);
-  check_moe_layout(cfg, c);
+  check_moe_layout(cfg, dp, c);
   check_optimizer(cfg.optimizer, cfg.train.dtype, c);
   check_data(cfg, c);
   check_tokenizer(cfg, c);

@@ -47,13 +47,41 @@ void check_context_parallel(const Config& cfg, Checker& c) {
             "every sequence); set seq_len to ", nearest_multiples(T, chunks), " or change cp"));
 }
 
+namespace {
+// "1, 2, 4, 8": the divisors of n, for a suggestion.
+std::string divisors_text(int n) {
+  std::string out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return out;
+}
+}  // namespace
+
 // Mixture of Experts with the parallel layout and device: what runs today.
-void check_moe_layout(const Config& cfg, Checker& c) {
+void check_moe_layout(const Config& cfg, long long dp, Checker& c) {
   const ParallelConfig& p = cfg.parallel;
   c.at_least("parallel.ep", p.ep, 1, "set the expert-parallel size, e.g. 1");
-  if (p.ep > 1)
-    c.add(str("parallel.ep: ", p.ep, " is not supported yet (experts are replicated on every ",
-              "data-parallel rank); set parallel.ep: 1"));
+  if (p.ep > 1) {
+    const int E = cfg.model.moe.num_experts;
+    if (!cfg.model.is_moe())
+      c.add(str("parallel.ep: ", p.ep, " splits the experts of a Mixture of Experts, but ",
+                "model.moe.num_experts is 0; set parallel.ep: 1"));
+    else if (E % p.ep != 0)
+      c.add(str("parallel.ep: ", p.ep, " does not divide model.moe.num_experts: ", E,
+                " (each expert-parallel rank holds E/ep experts); choose ep from ",
+                divisors_text(E)));
+    if (dp >= 1 && dp % p.ep != 0)
+      c.add(str("parallel.ep: ", p.ep, " does not divide the data-parallel size ", dp,
+                " (the experts are split inside the data-parallel group); choose ep from ",
+                divisors_text(int(dp))));
+    if (cfg.optimizer.zero_stage > 0)
+      c.add(str("parallel.ep: ", p.ep, " with optimizer.zero_stage: ", cfg.optimizer.zero_stage,
+                " is not supported yet (the experts' optimizer state would need its own ",
+                "sharding group); set optimizer.zero_stage: 0"));
+    if (cfg.device != "cpu")
+      c.add(str("parallel.ep: ", p.ep, " with device: ", cfg.device, " is not supported yet ",
+                "(the all-to-all exchange runs through MPI on host buffers); set device: cpu"));
+  }
   if (!cfg.model.is_moe()) return;
   if (cfg.device != "cpu" && cfg.device != "cuda")
     c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu or cuda (",

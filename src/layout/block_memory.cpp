@@ -21,8 +21,9 @@ size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat&
   a.ln2_rstd = c.floats(ns);
   const bool moe = d.E > 0;
   const size_t rows = moe ? size_t(d.Mmax()) : n, E = size_t(d.E), k = size_t(d.k);
-  a.fch = c.take(rows * d.FCl() * e);
-  a.fchg = c.take(rows * d.Hl() * e);
+  const size_t expert_rows = moe ? size_t(d.Rmax()) : n;
+  a.fch = c.take(expert_rows * d.FCl() * e);
+  a.fchg = c.take(expert_rows * d.Hl() * e);
   auto ints = [&c](size_t count) { return static_cast<int32_t*>(c.take(count * sizeof(int32_t))); };
   a.moe_probs = moe ? c.floats(n * E) : nullptr;
   a.moe_lse = moe ? c.floats(n) : nullptr;
@@ -33,6 +34,7 @@ size_t carve_acts(BlockActs& a, void* base, const BlockDims& d, const ActFormat&
   a.moe_rows = moe ? ints(rows) : nullptr;
   a.moe_counts = moe ? ints(size_t(d.B) * E) : nullptr;
   a.moe_y = moe ? c.take(rows * d.C * e) : nullptr;
+  a.moe_xr = moe && d.ep > 1 ? c.take(expert_rows * d.C * e) : nullptr;
   return c.used();
 }
 
@@ -63,13 +65,14 @@ size_t carve_scratch(BlockScratch& s, void* base, const BlockDims& d, const ActF
   s.ring_l = ring ? c.floats(rows) : nullptr;
   s.ring_pos = ring ? static_cast<int32_t*>(c.take(size_t(d.cp) * d.T * sizeof(int32_t))) : nullptr;
   const bool moe = d.E > 0;
-  const size_t M = moe ? size_t(d.Mmax()) : 0;
+  const size_t M = moe ? size_t(d.Mmax()) : 0, R = moe ? size_t(d.Rmax()) : 0;
   // moe_x also takes the router's (N, C) input gradient in the backward.
   s.moe_x = moe ? c.take(std::max(M, n) * d.C * e) : nullptr;
   s.moe_dy = moe ? c.take(M * d.C * e) : nullptr;
-  s.moe_dh = moe ? c.take(M * d.FCl() * e) : nullptr;
-  s.moe_dhg = moe ? c.take(M * d.Hl() * e) : nullptr;
+  s.moe_dh = moe ? c.take(R * d.FCl() * e) : nullptr;
+  s.moe_dhg = moe ? c.take(R * d.Hl() * e) : nullptr;
   s.moe_dxp = moe ? c.take(M * d.C * e) : nullptr;
+  s.moe_yr = moe && d.ep > 1 ? c.take(R * d.C * e) : nullptr;
   s.moe_logits = moe ? c.floats(n * size_t(d.E)) : nullptr;
   s.moe_dgate = moe ? c.floats(n * size_t(d.k)) : nullptr;
   return c.used();

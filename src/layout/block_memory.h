@@ -46,12 +46,16 @@ struct BlockActs {
   void* fch;                   // (N, FCl) mlp hidden before GELU (llama: [gate | up])
   void* fchg;                  // (N, Hl) after GELU (llama: silu(gate) * up)
   // Mixture of Experts (BlockDims::E > 0; else null, and fch/fchg hold the permuted rows):
-  // the router's state and the routing plan (kernels/moe.h); fch (Mmax, FCl), fchg (Mmax, Hl)
-  // and moe_y (Mmax, C) hold the experts' rows in expert order.
+  // the router's state and the routing plan (kernels/moe.h); moe_y (Mmax, C) holds the expert
+  // outputs of this rank's rows in expert order; fch (Rmax, FCl) and fchg (Rmax, Hl) the rows
+  // this rank's experts compute (its own with ep = 1; with expert parallelism those every rank
+  // of the ep group sent, by source, then expert), and moe_xr (Rmax, C) their inputs (ep > 1;
+  // else null).
   float *moe_probs, *moe_lse, *moe_gate;         // (N, E), (N), (N, k)
   int32_t *moe_choice, *moe_slot;                // (N, k) each
   int32_t *moe_offsets, *moe_rows, *moe_counts;  // (E + 1), (Mmax), (B, E)
   void* moe_y;                                   // (Mmax, C) this TP rank's partial expert outputs
+  void* moe_xr;                                  // (Rmax, C) expert parallelism only
 };
 
 // Element sizes of a block's buffers: the act dtype, the attention's saved state and scratch
@@ -76,6 +80,7 @@ struct BlockDims {
   int E = 0, k = 0;    // Mixture of Experts: experts and choices per token (E = 0: dense MLP)
   int cap = 0;         // assignments per expert and sequence; 0: dropless
   double aux_coef = 0, z_coef = 0;  // load-balancing and z-loss weights
+  int ep = 1;                       // expert parallel: ranks splitting the E experts
   int N() const { return B * T; }
   int Ns() const { return sp ? N() / tp : N(); }  // rows of the norm/residual regions
   int Cl() const { return C / tp; }  // local attention width NH*D
@@ -86,6 +91,15 @@ struct BlockDims {
   int FCl() const { return gated ? 2 * Hl() : Hl(); }  // local width of the first MLP GEMM
   // Rows of the experts' buffers: every assignment (dropless) or at most cap per expert.
   int Mmax() const { return cap > 0 ? std::min(N() * k, B * E * cap) : N() * k; }
+  int El() const { return E / ep; }  // experts on this rank
+  // Rows this rank's experts may receive: from each of the ep ranks, each token's choices among
+  // them (top-k picks distinct experts), at most cap per expert and sequence.
+  int Rmax() const {
+    if (ep == 1) return Mmax();
+    const int per =
+        cap > 0 ? std::min(N() * std::min(k, El()), B * El() * cap) : N() * std::min(k, El());
+    return ep * per;
+  }
   // Bytes of one BlockActs in format f; without the attention state when !with_att.
   size_t acts_bytes(const ActFormat& f, bool with_att) const;
 };
@@ -113,10 +127,12 @@ struct BlockScratch {
   float* normg;  // (4, C) sequence parallel only: this rank's partial norm weight gradients
   float *rope_cos, *rope_sin;  // (T, D/2) each, llama only: RoPE tables, filled once
   // Mixture of Experts only (else null): the permuted input rows (Mmax, C) and the backward's
-  // buffers: dy (Mmax, C), dh (Mmax, FCl), dhg (Mmax, Hl), dxp (Mmax, C), router logits and
-  // their gradient (N, E), dgate (N, k). moe_loss: the step's two loss sums (GPTStage's, backend
-  // memory; null: do not add), moe_dloss: the per-token loss weight of the step's backward.
-  void *moe_x, *moe_dy, *moe_dh, *moe_dhg, *moe_dxp;
+  // buffers: dy (Mmax, C), dh (Rmax, FCl), dhg (Rmax, Hl), dxp (Mmax, C), router logits and
+  // their gradient (N, E), dgate (N, k); with expert parallelism moe_yr (Rmax, C): the expert
+  // side's outputs (forward), then received dy and its input gradient (backward). moe_loss: the
+  // step's two loss sums (GPTStage's, backend memory; null: do not add), moe_dloss: the per-token
+  // loss weight of the step's backward.
+  void *moe_x, *moe_dy, *moe_dh, *moe_dhg, *moe_dxp, *moe_yr;
   float *moe_logits, *moe_dgate;
   double* moe_loss = nullptr;
   double moe_seq_weight = 0, moe_tok_weight = 0;  // of the loss values (1/G, 1/(G*seq_len))

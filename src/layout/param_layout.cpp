@@ -42,14 +42,20 @@ ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int 
     : ParamLayout(m, tp, tp_rank, pp, stage, 1, stage_layers) {}
 
 ParamLayout::ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage, int v,
-                         const std::vector<int>& stage_layers)
+                         const std::vector<int>& stage_layers, int ep, int ep_rank)
     : m_(m),
       tp_(tp),
       tp_rank_(tp_rank),
       pp_(pp),
       stage_(stage),
       vpad_(m.padded_vocab(tp)),
+      ep_(ep),
+      ep_rank_(ep_rank),
       chunks_(stage_chunks(m.n_layer, pp, stage, v, stage_layers)) {
+  LOOM_CHECK(ep >= 1 && ep_rank >= 0 && ep_rank < ep && (ep == 1 || m.is_moe()) &&
+                 (ep == 1 || m.moe.num_experts % ep == 0),
+             "expert-parallel rank ", ep_rank, " of ep=", ep, " for ", m.moe.num_experts,
+             " experts");
   const int64_t C = m.d_model, V = m.vocab_size, F = m.ffn();
   const int64_t qkv = int64_t(m.n_head + 2 * m.kv_heads()) * m.head_dim();
   const bool llama = m.llama();  // no biases, no position table, gated MLP
@@ -150,8 +156,12 @@ void ParamLayout::add(const std::string& name, int64_t rows, int64_t cols, int n
       p.lrows = vpad_ / tp_;
       break;
   }
+  // The experts' tensors stack E equal row blocks, one per expert: this rank keeps E/ep of them.
+  p.expert = name.find(".mlp.experts.") != std::string::npos;
+  if (p.expert) p.lrows /= ep_;
   const bool by_rows = shard == Shard::Rows || shard == Shard::ExpertRows;
-  LOOM_CHECK(p.lrows * tp_ == rows || !by_rows, name, " rows ", rows, " % tp ", tp_);
+  LOOM_CHECK(p.lrows * tp_ * (p.expert ? ep_ : 1) == rows || !by_rows, name, " rows ", rows,
+             " % tp ", tp_);
   LOOM_CHECK(shard != Shard::ExpertRows || (rows / m_.moe.num_experts) % tp_ == 0, name,
              ": an expert's ", rows / m_.moe.num_experts, " rows % tp ", tp_);
   LOOM_CHECK(
@@ -176,6 +186,18 @@ const ParamSpec& ParamLayout::get(const std::string& name) const {
 }
 
 std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
+  if (p.expert && p.shard != Shard::ExpertRows) {  // whole rows: this rank's experts' blocks
+    std::vector<ShardBlock> out = tp_blocks(p);
+    for (ShardBlock& b : out) {
+      b.grow += int64_t(ep_rank_) * p.lrows;
+      b.rows = p.lrows;
+    }
+    return out;
+  }
+  return tp_blocks(p);
+}
+
+std::vector<ShardBlock> ParamLayout::tp_blocks(const ParamSpec& p) const {
   switch (p.shard) {
     case Shard::Replicated:
       return {{0, 0, 0, 0, p.rows, p.cols}};
@@ -194,11 +216,12 @@ std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
       }
       return out;
     }
-    case Shard::ExpertRows: {  // rank r holds slice r of every expert's row block
+    case Shard::ExpertRows: {  // rank r holds slice r of each of its experts' row blocks
       const int64_t E = m_.moe.num_experts, per = p.rows / E, lper = per / tp_;
+      const int64_t El = E / ep_, e0 = int64_t(ep_rank_) * El;
       std::vector<ShardBlock> out;
-      for (int64_t e = 0; e < E; ++e)
-        out.push_back({e * per + tp_rank_ * lper, 0, e * lper, 0, lper, p.cols});
+      for (int64_t e = 0; e < El; ++e)
+        out.push_back({(e0 + e) * per + tp_rank_ * lper, 0, e * lper, 0, lper, p.cols});
       return out;
     }
     case Shard::VocabRows: {
@@ -209,6 +232,19 @@ std::vector<ShardBlock> ParamLayout::blocks(const ParamSpec& p) const {
     }
   }
   return {};
+}
+
+std::vector<ParamLayout::FlatRun> ParamLayout::expert_runs(size_t begin, size_t end) const {
+  std::vector<FlatRun> out;
+  for (const ParamSpec& p : params_) {
+    const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
+    if (lo >= hi) continue;
+    if (!out.empty() && out.back().expert == p.expert && out.back().hi == lo)
+      out.back().hi = hi;
+    else
+      out.push_back({lo, hi, p.expert});
+  }
+  return out;
 }
 
 std::vector<int64_t> ParamLayout::col_parts(const ParamSpec& p) const {

@@ -33,6 +33,9 @@ struct ParamSpec {
   bool norm_owner;  // counts toward the global gradient norm on this rank (replicas once)
   size_t offset;    // element offset in the flat buffer
   int layer;        // transformer layer, -1 for embeddings / final norm
+  // An expert tensor (mlp.experts.*): this rank holds its expert-parallel rank's E/ep experts,
+  // and the expert replicas (ParallelCtx::expert_replicas()) sum its gradient.
+  bool expert = false;
   size_t numel() const { return size_t(lrows) * size_t(lcols); }
 };
 
@@ -60,9 +63,10 @@ class ParamLayout {
  public:
   ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage,
               const std::vector<int>& stage_layers = {});
-  // With v virtual stages (chunks) per pipeline stage.
+  // With v virtual stages (chunks) per pipeline stage, and the experts split over ep ranks
+  // (this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep)).
   ParamLayout(const ModelConfig& m, int tp, int tp_rank, int pp, int stage, int v,
-              const std::vector<int>& stage_layers);
+              const std::vector<int>& stage_layers, int ep = 1, int ep_rank = 0);
 
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec& get(const std::string& name) const;
@@ -87,17 +91,28 @@ class ParamLayout {
   int padded_vocab() const { return vpad_; }
   int vocab_local() const { return vpad_ / tp_; }
   int vocab_start() const { return tp_rank_ * (vpad_ / tp_); }
+  int ep() const { return ep_; }
+  int ep_rank() const { return ep_rank_; }
+  int local_experts() const { return m_.moe.num_experts / ep_; }  // E / ep
 
   std::vector<ShardBlock> blocks(const ParamSpec& p) const;
+  // Flat [begin, end) cut into maximal runs of expert tensors and of the others (their gradients
+  // sum over different groups under expert parallelism); one run when the model has no experts.
+  struct FlatRun {
+    size_t lo, hi;
+    bool expert;
+  };
+  std::vector<FlatRun> expert_runs(size_t begin, size_t end) const;
   // The canonical column parts of a QKVCols/GateUpCols tensor, each split evenly over TP
   // ({cols} for others).
   std::vector<int64_t> col_parts(const ParamSpec& p) const;
 
  private:
   void add(const std::string& name, int64_t rows, int64_t cols, int ndim, Shard shard, int layer);
+  std::vector<ShardBlock> tp_blocks(const ParamSpec& p) const;  // blocks() before the ep split
 
   ModelConfig m_;
-  int tp_, tp_rank_, pp_, stage_, vpad_;
+  int tp_, tp_rank_, pp_, stage_, vpad_, ep_, ep_rank_;
   std::vector<StageRange> chunks_;
   std::vector<ParamSpec> params_;
   size_t total_ = 0;

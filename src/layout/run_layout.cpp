@@ -7,7 +7,7 @@
 
 namespace loom {
 
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp, int cp) {
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp, int cp, int ep) {
   BlockDims d{micro_batch, m.seq_len / cp, m.d_model, m.n_head / tp, tp};
   d.sp = sp && tp > 1;
   d.cp = cp;
@@ -18,6 +18,7 @@ BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp, int
     d.cap = f > 0 ? int(std::ceil(f * double(m.seq_len) * d.k / d.E)) : 0;
     d.aux_coef = m.moe.aux_loss_coef;
     d.z_coef = m.moe.z_loss_coef;
+    d.ep = ep;
   }
   d.NKV = m.kv_heads() / tp;
   d.F = m.ffn();
@@ -40,6 +41,8 @@ const Config& checked(const Config& cfg, GridDims grid, Coord coord) {
                  coord.tp >= 0 && coord.tp < grid.tp && coord.cp >= 0 && coord.cp < grid.cp,
              "coordinate dp", coord.dp, " pp", coord.pp, " tp", coord.tp, " cp", coord.cp,
              " outside the grid dp", grid.dp, " pp", grid.pp, " tp", grid.tp, " cp", grid.cp);
+  LOOM_CHECK(cfg.parallel.ep >= 1 && grid.dp % cfg.parallel.ep == 0, "parallel.ep ",
+             cfg.parallel.ep, " does not divide dp=", grid.dp);
   LOOM_CHECK(cfg.model.seq_len % (2 * grid.cp) == 0 || grid.cp == 1, "model.seq_len ",
              cfg.model.seq_len, " does not split into 2 x cp=", grid.cp, " chunks");
   return cfg;
@@ -67,8 +70,9 @@ RunLayout::RunLayout(const Config& cfg, GridDims grid, Coord coord)
       zero_(cfg.optimizer.zero_stage),
       overlap_(cfg.parallel.overlap),
       params_(cfg.model, grid.tp, coord.tp, grid.pp, coord.pp, virtual_stages_,
-              cfg.parallel.stage_layers),
-      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel, grid.cp)) {
+              cfg.parallel.stage_layers, cfg.parallel.ep, coord.dp % cfg.parallel.ep),
+      dims_(block_dims(cfg.model, micro_batch_, grid.tp, cfg.parallel.sequence_parallel, grid.cp,
+                       cfg.parallel.ep)) {
   LOOM_CHECK(!dims_.sp || dims_.N() % grid.tp == 0, "sequence parallelism: ", dims_.N(),
              " token rows per micro-batch do not split over tp=", grid.tp);
 }

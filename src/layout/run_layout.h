@@ -24,7 +24,9 @@ struct GridDims {
 // One transformer block on one TP rank of a tp-way split, for micro-batches of micro_batch
 // sequences of model m; sp: sequence parallelism (norms and residuals on N/tp rows); cp: context
 // parallelism (this rank's seq_len/cp tokens of each sequence).
-BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp = false, int cp = 1);
+// ep: expert parallelism (the experts split over ep ranks of the data-parallel group).
+BlockDims block_dims(const ModelConfig& m, int micro_batch, int tp, bool sp = false, int cp = 1,
+                     int ep = 1);
 
 class RunLayout {
  public:
@@ -44,6 +46,7 @@ class RunLayout {
   // Ranks holding the same parameters, which sum their gradients and share ZeRO's shards:
   // dp x cp (ParallelCtx::replicas()).
   int replicas() const { return grid_.dp * grid_.cp; }
+  int ep() const { return params_.ep(); }  // parallel.ep: ranks splitting the experts
   Coord coord() const { return coord_; }
   bool first_stage() const { return coord_.pp == 0; }
   bool last_stage() const { return coord_.pp == grid_.pp - 1; }

@@ -75,7 +75,7 @@ void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* do
 }
 
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
-                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp) {
+                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp, Comm& ep) {
   const int N = d.N(), C = d.C, Hl = d.Hl();
   // Attention: norm -> qkv (column-parallel; f is identity forward, or the all-gather of the
   // norm's rows) [-> RoPE] -> attention -> proj (row).
@@ -91,7 +91,7 @@ void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
   // Mixture of Experts of moe_layer.h on the same rows, summed over TP the same way.
   norm_forward(be, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2_w, w.ln2_b, d);
   if (d.E > 0) {
-    moe_forward(be, s.dln, gathered(be, a.ln2, s, d, tp), w, a, s, d, tp);
+    moe_forward(be, s.dln, gathered(be, a.ln2, s, d, tp), w, a, s, d, tp, ep);
     reduce_residual(be, out, a.res2, s.dln, nullptr, s, d, tp);
     return;
   }
@@ -105,7 +105,7 @@ void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w,
 
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,
                     const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
-                    const BlockDims& d, Comm& tp, Comm& cp) {
+                    const BlockDims& d, Comm& tp, Comm& cp, Comm& ep) {
   const int N = d.N(), C = d.C, Cl = d.Cl(), Hl = d.Hl();
   const size_t NsC = size_t(d.Ns()) * C;
   const DType t = be.act_dtype();
@@ -127,7 +127,7 @@ void block_backward(Backend& be, void* dx, const void* dout, const void* x, cons
   }
   if (d.E > 0) {  // Mixture of Experts: dy is read before the input rows are gathered again
     moe_backward_combine(be, dy, w, g, a, s, d, tp);
-    moe_backward_experts(be, s.dln, gathered(be, a.ln2, s, d, tp), w, g, a, s, d, tp);
+    moe_backward_experts(be, s.dln, gathered(be, a.ln2, s, d, tp), w, g, a, s, d, tp, ep);
   } else {
     be.matmul_backward(s.dfchg, g.fcproj_w, g.fcproj_b, dy, a.fchg, w.fcproj_w, N, Hl, C);
     if (d.gated)

@@ -35,13 +35,14 @@ void norm_backward(Backend& be, void* dinp, float* dw, float* db, const void* do
                    const void* w, const float* mean, const float* rstd, const BlockDims& d);
 
 // out (Ns, C) = block(x (Ns, C)) (Ns = N without sequence parallelism); fills acts. `out` may
-// not alias x. cp: the context-parallel group (ring attention when d.cp > 1).
+// not alias x. cp: the context-parallel group (ring attention when d.cp > 1); ep: the
+// expert-parallel group (Mixture of Experts with d.ep > 1).
 void block_forward(Backend& be, void* out, const void* x, const BlockWeights& w, const BlockActs& a,
-                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp);
+                   const BlockScratch& s, const BlockDims& d, Comm& tp, Comm& cp, Comm& ep);
 
 // dx (Ns, C) = gradient w.r.t. x given dout (Ns, C); accumulates weight gradients into g.
 void block_backward(Backend& be, void* dx, const void* dout, const void* x, const BlockWeights& w,
                     const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
-                    const BlockDims& d, Comm& tp, Comm& cp);
+                    const BlockDims& d, Comm& tp, Comm& cp, Comm& ep);
 
 }  // namespace loom

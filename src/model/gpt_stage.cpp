@@ -198,7 +198,7 @@ void GPTStage::forward(int chunk, int slot, const int32_t* tokens, const int32_t
     const size_t i = size_t(l);
     if (dloss > 0) bs_.moe_dloss = dloss;  // the per-token weight of this step's backward
     block_forward(be_, s.xs[i + 1], s.xs[i], w_[size_t(w0 + l)], s.layers[i], bs_, dims_, pc_.tp,
-                  pc_.cp);
+                  pc_.cp, pc_.ep_group);
     if (dims_.E > 0) add_moe_counts(s.layers[i], w0 + l);
     release(first + l);
     poll();
@@ -327,7 +327,7 @@ void GPTStage::recompute(Slot& s, int l, int w) {
     double* losses = bs_.moe_loss;
     bs_.moe_loss = nullptr;
     block_forward(be_, recompute_out_, s.xs[size_t(l)], w_[size_t(w)], a, bs_, dims_, pc_.tp,
-                  pc_.cp);
+                  pc_.cp, pc_.ep_group);
     bs_.moe_loss = losses;
   }
 }
@@ -350,7 +350,7 @@ void GPTStage::backward(int chunk, int slot, const void* dout, void* dinput, boo
     recompute(s, l, w0 + l);
     if (hooks_.layer_begin) hooks_.layer_begin(first + l);
     block_backward(be_, dnext, dcur, s.xs[size_t(l)], w_[size_t(w0 + l)], g_[size_t(w0 + l)],
-                   s.layers[size_t(l)], bs_, dims_, pc_.tp, pc_.cp);
+                   s.layers[size_t(l)], bs_, dims_, pc_.tp, pc_.cp, pc_.ep_group);
     release(first + l);
     dcur = dnext;
     if (hooks_.layer_done) hooks_.layer_done(first + l, last);

@@ -1,7 +1,9 @@
-// Mixture-of-Experts feed-forward: routing on the backend's MoE kernels, one GEMM per expert on
-// its contiguous rows (the plan's offsets, read back to the host), the gated combine.
+// Mixture-of-Experts feed-forward: routing on the backend's MoE kernels, the experts' GEMMs on
+// their rows (with expert parallelism after an all-to-all that takes each row to the rank holding
+// its expert, and back), the gated combine.
 #include "model/moe_layer.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/check.h"
@@ -17,20 +19,76 @@ const char* at(const void* p, size_t elems, size_t esize) {
   return static_cast<const char*>(p) + elems * esize;
 }
 
-// The experts' first rows in the permuted buffers (E + 1), on the host.
-std::vector<int32_t> expert_offsets(Backend& be, const BlockActs& a, const BlockDims& d) {
-  std::vector<int32_t> off(size_t(d.E) + 1);
-  be.to_host(off.data(), a.moe_offsets, off.size() * sizeof(int32_t));
-  return off;
-}
-
 // The loss weights of the step's backward: per token (dloss) and per sequence (dloss * T).
 double tok_grad(const BlockScratch& s) { return double(s.moe_dloss); }
 double seq_grad(const BlockScratch& s, const BlockDims& d) { return double(s.moe_dloss) * d.T; }
+
+// Rows [row, row + rows) of the expert side's buffers belong to this rank's expert `expert`.
+struct Segment {
+  int row, rows, expert;
+};
+
+// Where the rows of one micro-batch go. Own side: this rank's M rows in expert order (the plan's
+// offsets). Expert side: the R rows this rank's experts compute. With ep = 1 the two are the
+// same rows; with expert parallelism rank j of the ep group receives, from every rank in order,
+// its rows for experts [j*El, (j+1)*El), and the counts say how many floats (rows * C) go
+// where.
+struct Dispatch {
+  int M = 0, R = 0;
+  std::vector<Segment> segs;                            // expert side, in row order
+  std::vector<int> scounts, sdispls, rcounts, rdispls;  // all-to-all, in floats
+};
+
+Dispatch make_dispatch(Backend& be, const BlockActs& a, const BlockDims& d, Comm& ep) {
+  const int E = d.E, El = d.El(), n_ep = ep.size(), me = ep.rank();
+  std::vector<int32_t> off(size_t(E) + 1);
+  be.to_host(off.data(), a.moe_offsets, off.size() * sizeof(int32_t));
+  Dispatch p;
+  p.M = off[size_t(E)];
+  if (n_ep == 1) {
+    for (int e = 0; e < E; ++e)
+      if (off[size_t(e) + 1] > off[size_t(e)])
+        p.segs.push_back({off[size_t(e)], off[size_t(e) + 1] - off[size_t(e)], e});
+    p.R = p.M;
+    return p;
+  }
+  // Every rank's rows per expert: counts (n_ep, E).
+  std::vector<int32_t> mine(static_cast<size_t>(E)), all(static_cast<size_t>(n_ep) * E);
+  for (int e = 0; e < E; ++e) mine[size_t(e)] = off[size_t(e) + 1] - off[size_t(e)];
+  ep.all_gather(mine.data(), all.data(), size_t(E));
+  const int C = d.C;
+  for (int j = 0; j < n_ep; ++j) {
+    p.sdispls.push_back(off[size_t(j) * El] * C);
+    p.scounts.push_back((off[size_t(j + 1) * El] - off[size_t(j) * El]) * C);
+  }
+  for (int src = 0; src < n_ep; ++src) {
+    p.rdispls.push_back(p.R * C);
+    for (int e = 0; e < El; ++e) {
+      const int rows = all[size_t(src) * E + size_t(me) * El + e];
+      if (rows > 0) p.segs.push_back({p.R, rows, e});
+      p.R += rows;
+    }
+    p.rcounts.push_back(p.R * C - p.rdispls.back());
+  }
+  LOOM_CHECK(p.R <= d.Rmax(), "expert rows ", p.R, " above the bound ", d.Rmax(), " on ",
+             ep.describe());
+  return p;
+}
+
+// Own rows (M, C) -> expert side (R, C), and back.
+void dispatch_rows(Comm& ep, const Dispatch& p, const void* own, void* expert) {
+  ep.all_to_allv(static_cast<const float*>(own), p.scounts, p.sdispls, static_cast<float*>(expert),
+                 p.rcounts, p.rdispls);
+}
+void return_rows(Comm& ep, const Dispatch& p, const void* expert, void* own) {
+  ep.all_to_allv(static_cast<const float*>(expert), p.rcounts, p.rdispls, static_cast<float*>(own),
+                 p.scounts, p.sdispls);
+}
 }  // namespace
 
 void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& w,
-                 const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp) {
+                 const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp,
+                 Comm& ep) {
   LOOM_CHECK(!be.lowp(), "Mixture of Experts runs in fp32 (the router and its plan)");
   const cpu::MoeDims md = moe_dims(d);
   const int N = d.N(), C = d.C, E = d.E, FCl = d.FCl(), Hl = d.Hl();
@@ -42,74 +100,84 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& 
   if (s.moe_loss)
     be.moe_losses(s.moe_loss, a.moe_probs, a.moe_lse, a.moe_counts, md, d.aux_coef, d.z_coef,
                   s.moe_seq_weight, s.moe_tok_weight);
-  // The experts on their rows: (M, C) -> (M, FCl) -> act -> (M, Hl) -> (M, C) partial.
   be.moe_gather_rows(s.moe_x, x, a.moe_rows, M, C);
-  const std::vector<int32_t> off = expert_offsets(be, a, d);
+  const Dispatch p = make_dispatch(be, a, d, ep);
+  LOOM_CHECK(p.M == M, "MoE plan of ", M, " rows read back as ", p.M);
+  // The experts on their rows: (R, C) -> (R, FCl) -> act -> (R, Hl) -> (R, C) partial, with the
+  // c_proj bias once over TP (the partials are summed).
+  const bool xp = ep.size() > 1;
+  const void* xr = s.moe_x;
+  if (xp) dispatch_rows(ep, p, s.moe_x, a.moe_xr), xr = a.moe_xr;
+  void* yr = xp ? s.moe_yr : a.moe_y;
   const size_t w1 = size_t(C) * FCl, w2 = size_t(Hl) * C;
-  for (int e = 0; e < E; ++e) {
-    const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
-    if (n == 0) continue;
-    be.matmul_forward(at(a.fch, size_t(r0) * FCl, es), at(s.moe_x, size_t(r0) * C, es),
-                      at(w.fc_w, e * w1, es), w.fc_b ? at(w.fc_b, size_t(e) * Hl, es) : nullptr, n,
-                      C, FCl);
-  }
+  for (const Segment& g : p.segs)
+    be.matmul_forward(at(a.fch, size_t(g.row) * FCl, es), at(xr, size_t(g.row) * C, es),
+                      at(w.fc_w, g.expert * w1, es),
+                      w.fc_b ? at(w.fc_b, size_t(g.expert) * Hl, es) : nullptr, g.rows, C, FCl);
   if (d.gated)
-    be.swiglu_forward(a.fchg, a.fch, M, Hl);
+    be.swiglu_forward(a.fchg, a.fch, p.R, Hl);
   else
-    be.gelu_forward(a.fchg, a.fch, size_t(M) * Hl);
-  for (int e = 0; e < E; ++e) {
-    const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
-    if (n == 0) continue;
-    be.matmul_forward(at(a.moe_y, size_t(r0) * C, es), at(a.fchg, size_t(r0) * Hl, es),
-                      at(w.fcproj_w, e * w2, es), nullptr, n, Hl, C);
-  }
-  // The bias once over TP (the partials are summed); replicated, so every rank has it.
-  be.moe_combine(partial, a.moe_y, tp.rank() == 0 ? w.fcproj_b : nullptr, a.moe_slot, a.moe_choice,
-                 a.moe_gate, md, C);
+    be.gelu_forward(a.fchg, a.fch, size_t(p.R) * Hl);
+  const bool bias = w.fcproj_b && tp.rank() == 0;
+  for (const Segment& g : p.segs)
+    be.matmul_forward(at(yr, size_t(g.row) * C, es), at(a.fchg, size_t(g.row) * Hl, es),
+                      at(w.fcproj_w, g.expert * w2, es),
+                      bias ? at(w.fcproj_b, size_t(g.expert) * C, es) : nullptr, g.rows, Hl, C);
+  if (xp) return_rows(ep, p, s.moe_yr, a.moe_y);
+  be.moe_combine(partial, a.moe_y, nullptr, a.moe_slot, a.moe_choice, a.moe_gate, md, C);
 }
 
-void moe_backward_combine(Backend& be, const void* dy, const BlockWeights& w, const BlockGrads& g,
-                          const BlockActs& a, const BlockScratch& s, const BlockDims& d, Comm& tp) {
+void moe_backward_combine(Backend& be, const void* dy, const BlockWeights& /*w*/,
+                          const BlockGrads& /*g*/, const BlockActs& a, const BlockScratch& s,
+                          const BlockDims& d, Comm& tp) {
   const cpu::MoeDims md = moe_dims(d);
-  // dgate is a dot with the whole expert output: this rank's partial (plus the bias on rank 0),
-  // summed over TP. The bias gradient needs no sum: dy is the same on every TP rank.
-  be.moe_combine_backward(s.moe_dy, s.moe_dgate, g.fcproj_b, dy, a.moe_y,
-                          tp.rank() == 0 ? w.fcproj_b : nullptr, a.moe_slot, a.moe_choice,
-                          a.moe_gate, md, d.C);
+  // dgate is a dot with the whole expert output: this rank's partial (its c_proj bias on TP rank
+  // 0), summed over TP. The bias gradient comes with the experts' c_proj backward.
+  be.moe_combine_backward(s.moe_dy, s.moe_dgate, nullptr, dy, a.moe_y, nullptr, a.moe_slot,
+                          a.moe_choice, a.moe_gate, md, d.C);
   tp.all_reduce(s.moe_dgate, size_t(d.N()) * d.k, ReduceOp::Sum);
 }
 
 void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeights& w,
                           const BlockGrads& g, const BlockActs& a, const BlockScratch& s,
-                          const BlockDims& d, Comm& tp) {
+                          const BlockDims& d, Comm& tp, Comm& ep) {
   const cpu::MoeDims md = moe_dims(d);
   const int N = d.N(), C = d.C, E = d.E, FCl = d.FCl(), Hl = d.Hl();
   const size_t es = be.act_size();
-  const std::vector<int32_t> off = expert_offsets(be, a, d);
-  const int M = off[size_t(E)];
-  be.moe_gather_rows(s.moe_x, x, a.moe_rows, M, C);
+  const Dispatch p = make_dispatch(be, a, d, ep);
+  const bool xp = ep.size() > 1;
+  // The expert side's output gradient and inputs: this rank's own rows, or those it received
+  // (the inputs kept from the forward).
+  const void* dyr = s.moe_dy;
+  const void* xr = s.moe_x;
+  if (xp) {
+    dispatch_rows(ep, p, s.moe_dy, s.moe_yr);
+    dyr = s.moe_yr, xr = a.moe_xr;
+  } else {
+    be.moe_gather_rows(s.moe_x, x, a.moe_rows, p.M, C);
+  }
+  // The c_proj bias gradient: dy is the same on every TP rank, so each computes it whole.
   const size_t w1 = size_t(C) * FCl, w2 = size_t(Hl) * C;
-  for (int e = 0; e < E; ++e) {
-    const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
-    if (n == 0) continue;
-    be.matmul_backward(at(s.moe_dhg, size_t(r0) * Hl, es), g.fcproj_w + e * w2, nullptr,
-                       at(s.moe_dy, size_t(r0) * C, es), at(a.fchg, size_t(r0) * Hl, es),
-                       at(w.fcproj_w, e * w2, es), n, Hl, C);
-  }
+  for (const Segment& sg : p.segs)
+    be.matmul_backward(at(s.moe_dhg, size_t(sg.row) * Hl, es), g.fcproj_w + sg.expert * w2,
+                       g.fcproj_b ? g.fcproj_b + size_t(sg.expert) * C : nullptr,
+                       at(dyr, size_t(sg.row) * C, es), at(a.fchg, size_t(sg.row) * Hl, es),
+                       at(w.fcproj_w, sg.expert * w2, es), sg.rows, Hl, C);
   if (d.gated)
-    be.swiglu_backward(s.moe_dh, s.moe_dhg, a.fch, M, Hl);
+    be.swiglu_backward(s.moe_dh, s.moe_dhg, a.fch, p.R, Hl);
   else
-    be.gelu_backward(s.moe_dh, a.fch, s.moe_dhg, size_t(M) * Hl);
-  for (int e = 0; e < E; ++e) {
-    const int r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
-    if (n == 0) continue;
-    be.matmul_backward(at(s.moe_dxp, size_t(r0) * C, es), g.fc_w + e * w1,
-                       g.fc_b ? g.fc_b + size_t(e) * Hl : nullptr,
-                       at(s.moe_dh, size_t(r0) * FCl, es), at(s.moe_x, size_t(r0) * C, es),
-                       at(w.fc_w, e * w1, es), n, C, FCl);
-  }
+    be.gelu_backward(s.moe_dh, a.fch, s.moe_dhg, size_t(p.R) * Hl);
+  // Input gradients of the expert rows: into moe_yr (its dy was read above) with expert
+  // parallelism, then back to their ranks.
+  void* dxr = xp ? s.moe_yr : s.moe_dxp;
+  for (const Segment& sg : p.segs)
+    be.matmul_backward(at(dxr, size_t(sg.row) * C, es), g.fc_w + sg.expert * w1,
+                       g.fc_b ? g.fc_b + size_t(sg.expert) * Hl : nullptr,
+                       at(s.moe_dh, size_t(sg.row) * FCl, es), at(xr, size_t(sg.row) * C, es),
+                       at(w.fc_w, sg.expert * w1, es), sg.rows, C, FCl);
+  if (xp) return_rows(ep, p, s.moe_yr, s.moe_dxp);
   be.zero(dx, size_t(N) * C * es);
-  be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, a.moe_slot, md, M, C);
+  be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, a.moe_slot, md, p.M, C);
   // Router: through the kept gates, the balancing and the z-loss. Its input gradient is the same
   // on every TP rank: rank 0 adds it (the caller sums dx over TP).
   be.moe_router_backward(s.moe_logits, a.moe_probs, a.moe_lse, a.moe_choice, a.moe_slot,

@@ -56,6 +56,8 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
     layer_begin_.push_back(r.first);
     layer_end_.push_back(r.second);
   }
+  LOOM_CHECK(pc.ep == 1 || stage_ == 0, "ZeRO stage ", stage_,
+             " with expert parallelism (ep=", pc.ep, ")");
   if (stage_ < 2) return;
 
   // Stage 2: the reduced gradient shard, a staging buffer for one layer (two with overlap), one
@@ -241,7 +243,7 @@ void ZeroOptimizer::attach(GPTStage& stage) {
 
 void ZeroOptimizer::zero_grad() {
   last_backward_done_ = false;
-  for (CommRequest& r : reduces_) pc_.replicas().wait(r);  // none unless a step was cut short
+  for (auto& [c, r] : reduces_) c->wait(r);  // none unless a step was cut short
   reduces_.clear();
   if (stage_ < 2) {
     model_->zero_grads();
@@ -271,9 +273,12 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
 }
 
 void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
-  for (size_t off = begin; off < end; off += kBucket)
-    reduces_.push_back(pc_.replicas().start_all_reduce(
-        model_->grads() + off, std::min(kBucket, end - off), ReduceOp::Sum));
+  for (const ParamLayout::FlatRun& r : layout_.expert_runs(begin, end)) {
+    Comm& g = group(r);
+    for (size_t off = r.lo; off < r.hi; off += kBucket)
+      reduces_.emplace_back(&g, g.start_all_reduce(model_->grads() + off,
+                                                   std::min(kBucket, r.hi - off), ReduceOp::Sum));
+  }
 }
 
 // Completes the reduces from staging buffer b as reduce_to_owners would have: the owned part of
@@ -293,7 +298,7 @@ void ZeroOptimizer::settle(int b) {
 }
 
 void ZeroOptimizer::progress() {
-  for (CommRequest& r : reduces_) pc_.replicas().test(r);
+  for (auto& [c, r] : reduces_) c->test(r);
   for (InFlight* f : {&staged_[0], &staged_[1], &fetched_[0], &fetched_[1]})
     for (CommRequest& r : f->reqs) pc_.replicas().test(r);
 }
@@ -314,11 +319,11 @@ void ZeroOptimizer::reduce_grads_and_norm() {
     }
     if (!started) {
       LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
-      for (size_t off = 0; off < layout_.total(); off += kBucket)
-        pc_.replicas().all_reduce(grads + off, std::min(kBucket, layout_.total() - off),
-                                  ReduceOp::Sum);
+      for (const ParamLayout::FlatRun& r : layout_.expert_runs(0, layout_.total()))
+        for (size_t off = r.lo; off < r.hi; off += kBucket)
+          group(r).all_reduce(grads + off, std::min(kBucket, r.hi - off), ReduceOp::Sum);
     }
-    for (CommRequest& r : reduces_) pc_.replicas().wait(r);
+    for (auto& [c, r] : reduces_) c->wait(r);
     reduces_.clear();
   }
   if (stage_ >= 2) {  // the last layers' reduces in flight (overlap)
@@ -333,63 +338,21 @@ void ZeroOptimizer::reduce_grads_and_norm() {
     be_.zero(data, wte.numel() * sizeof(float));
   }
   // Each element once: TP replicas and the tied copy by their owner (norm_owner), DP replicas
-  // by the shard owner (stage 0: dp rank 0 holds the one "shard").
+  // by the shard owner (stage 0: dp rank 0 holds the one "shard"; with expert parallelism the
+  // experts' tensors by the first expert replica, dp < ep).
   double* sq = &state()->norm_sq;
   be_.zero(sq, sizeof(double));
-  if (stage_ > 0 || pc_.replicas().rank() == 0) {
+  {
     const float* g = shard_grads();
     for (const ParamSpec& p : layout_.params()) {
       if (!p.norm_owner) continue;
+      if (stage_ == 0 && (p.expert ? pc_.expert_replica_index() : pc_.replicas().rank()) != 0)
+        continue;
       size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
       if (lo < hi) be_.sum_squares(sq, g + (lo - shard_.lo), hi - lo);
     }
   }
   pc_.world.all_reduce(sq, 1, DType::F64, ReduceOp::Sum);
-}
-
-cpu::StepState ZeroOptimizer::read_state() const {
-  cpu::StepState s;
-  be_.to_host(&s, state_.data(), sizeof(s));
-  return s;
-}
-
-void ZeroOptimizer::set_update_counts(int applied, int skipped) {
-  cpu::StepState s = read_state();
-  s.t = applied;
-  s.skipped = skipped;
-  be_.from_host(state_.data(), &s, sizeof(s));
-}
-
-void ZeroOptimizer::step(const cpu::StepInputs* in) {
-  be_.decide_step(state(), in, rule_);
-  float* params = stage_ == 3 ? nullptr : model_->params();
-  float* pshard = static_cast<float*>(param_shard_.data());
-  const float* g = shard_grads();
-  for (const ParamSpec& p : layout_.params()) {
-    size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
-    if (lo >= hi) continue;
-    size_t k = lo - shard_.lo;
-    float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
-    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, &state()->coefs[p.decay ? 1 : 0],
-                     nullptr);
-  }
-  if (stage_ == 1 || stage_ == 2) {
-    float* mine = params + size_t(pc_.replicas().rank()) * shard_size_;
-    pc_.replicas().all_gather(mine, params, shard_size_);
-  }
-  if (stage_ < 3) model_->refresh_compute_weights();
-}
-
-MemoryReport ZeroOptimizer::memory() const {
-  MemoryReport r;
-  r.params =
-      (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) + model_->compute_weight_bytes();
-  r.param_buckets = layer_work_[0].bytes() + layer_work_[1].bytes() + other_work_.bytes();
-  r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
-  r.grad_buckets = layer_stage_[0].bytes() + layer_stage_[1].bytes() + other_stage_.bytes();
-  r.optimizer = m_.bytes() + v_.bytes();
-  r.activations = model_->activation_bytes();
-  return r;
 }
 
 }  // namespace loom

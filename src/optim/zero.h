@@ -97,6 +97,11 @@ class ZeroOptimizer {
   // Overlap: stages 0/1 start the DP all-reduce of [begin, end); stages 2/3 finish the reduce
   // in flight from staging buffer b (add the owned part to the shard, zero the buffer).
   void start_all_reduce(size_t begin, size_t end);
+  // The group that sums a run's gradients: the expert replicas for the experts' tensors, the
+  // replicas otherwise.
+  Comm& group(const ParamLayout::FlatRun& r) {
+    return r.expert ? pc_.expert_replicas() : pc_.replicas();
+  }
   void settle(int b);
 
   const ParamLayout& layout_;
@@ -126,7 +131,7 @@ class ZeroOptimizer {
   // Overlap: requests in flight. Stages 0/1: the DP all-reduces of the step. Stages 2/3: per
   // staging buffer, the reduce of the layer it holds; stage 3, per working buffer, the gather of
   // the layer announced by prefetch.
-  std::vector<CommRequest> reduces_;
+  std::vector<std::pair<Comm*, CommRequest>> reduces_;  // and the group each runs on
   struct InFlight {
     int layer = -1;  // -1: nothing in flight
     std::vector<CommRequest> reqs;

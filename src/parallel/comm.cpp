@@ -191,6 +191,26 @@ void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& c
   bytes_ += size_t(counts[size_t(rank_)]) * sizeof(float);
 }
 
+void Comm::all_to_allv(const float* send, const std::vector<int>& scounts,
+                       const std::vector<int>& sdispls, float* recv,
+                       const std::vector<int>& rcounts, const std::vector<int>& rdispls) {
+  const size_t n = size_t(size_);
+  LOOM_CHECK(
+      scounts.size() == n && sdispls.size() == n && rcounts.size() == n && rdispls.size() == n,
+      "all_to_allv sizes on ", describe_);
+  LOOM_CHECK(!on_device(), "all_to_allv on ", describe_, " takes host buffers (no device comm)");
+  Blocked blocked(*this, "all_to_allv");
+  LOOM_MPI(MPI_Alltoallv(send, scounts.data(), sdispls.data(), MPI_FLOAT, recv, rcounts.data(),
+                         rdispls.data(), MPI_FLOAT, comm_));
+  for (size_t r = 0; r < n; ++r)
+    if (int(r) != rank_) bytes_ += size_t(scounts[r]) * sizeof(float);
+}
+
+void Comm::all_gather(const int32_t* send, int32_t* recv, size_t n) {
+  Blocked blocked(*this, "all_gather");
+  LOOM_MPI(MPI_Allgather(send, int(n), MPI_INT32_T, recv, int(n), MPI_INT32_T, comm_));
+}
+
 void Comm::broadcast(void* x, size_t bytes, int root) {
   if (size_ == 1) return;
   char* p = static_cast<char*>(x);

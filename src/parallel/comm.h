@@ -112,8 +112,15 @@ class Comm {
   // at displs[r] (counts may be 0).
   void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs);
-  // Host values, always through MPI: step counters, losses, norms, strings.
+  // Rank r's send[sdispls[r], +scounts[r]) goes to every rank q, which receives it at
+  // recv[rdispls[r], +rcounts[r]) (Mixture of Experts: token rows to and from their experts).
+  // fp32 host buffers: a communicator with a DeviceComm refuses it.
+  void all_to_allv(const float* send, const std::vector<int>& scounts,
+                   const std::vector<int>& sdispls, float* recv, const std::vector<int>& rcounts,
+                   const std::vector<int>& rdispls);
+  // Host values, always through MPI: step counters, losses, norms, strings, row counts.
   void all_reduce(double* x, size_t n, ReduceOp op);
+  void all_gather(const int32_t* send, int32_t* recv, size_t n);  // recv (size()*n)
   void broadcast(void* x, size_t bytes, int root);
   void barrier();
 

@@ -89,6 +89,19 @@ std::unique_ptr<ParallelCtx> make_parallel_ctx(const Grid& grid, MPI_Comm world)
   return ctx;
 }
 
+void add_expert_comms(ParallelCtx& pc, int ep) {
+  const int dp = pc.grid.size(Axis::DP);
+  LOOM_CHECK(ep >= 1 && dp % ep == 0, "parallel.ep=", ep, " does not divide dp=", dp);
+  pc.ep = ep;
+  if (ep == 1) return;
+  // Within pc.dp (ranks ordered by dp): runs of ep consecutive dp ranks, and across the runs.
+  MPI_Comm group, replicas;
+  LOOM_MPI(MPI_Comm_split(pc.dp.mpi(), pc.coord.dp / ep, pc.coord.dp % ep, &group));
+  LOOM_MPI(MPI_Comm_split(pc.dp.mpi(), pc.coord.dp % ep, pc.coord.dp / ep, &replicas));
+  pc.ep_group = Comm(group, "ep");
+  pc.edp = Comm(replicas, "expert dp");
+}
+
 void check_topology(const ParallelCtx& pc, bool strict) {
   const auto crossing = tp_groups_crossing_nodes(pc.grid, pc.hosts);
   if (crossing.empty()) return;

@@ -22,6 +22,7 @@
 #include "parallel/collective.h"
 #include "parallel/device_comms.h"
 #include "train/device_fit.h"
+#include "train/elastic_hooks.h"
 #include "train/signals.h"
 
 namespace loom {
@@ -46,6 +47,7 @@ Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn 
       samples_(std::move(samples)),
       valid_(std::move(valid)) {
   try {
+    check_elastic_env();  // the fault and trace hooks' variables, before any work
     build();
   } catch (...) {
     release_device_comms();  // before the backend (and its stream) goes with this object
@@ -64,6 +66,7 @@ void Trainer::build() {
   ParallelCtx& pc = pc_;
   run_ = std::make_unique<RunLayout>(cfg, pc.grid, pc.rank);
   LOOM_CHECK(run_->coord() == pc.coord, "grid coordinate of rank ", pc.rank);
+  if (pc.ep != run_->ep()) add_expert_comms(pc, run_->ep());  // collective
   if (!be_) {
     be_ = make_backend(cfg.device, cfg.train.dtype, std::max(pc.gpu, 0));
     // NCCL, or the host-staged testing mode (LOOM_DEVICE_COMM; the only one in the CPU
@@ -178,6 +181,10 @@ void Trainer::log_step(const StepStats& s) {
 void Trainer::run() {
   if (pc_.rank == 0)
     metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
+  if (pc_.rank == 0) {  // scripts/elastic.sh restarted the job: why, and on which layout
+    nlohmann::ordered_json r = restart_event(*run_, pc_.world.size(), start_step_);
+    if (!r.is_null()) metrics_.write(r);
+  }
   if (pc_.rank == 0 && !resumed_from_.empty()) {  // a restart shows in metrics.jsonl too
     nlohmann::ordered_json j;
     j["event"] = "resume";

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "optim/lr_schedule.h"
+#include "train/elastic_hooks.h"
 #include "train/trainer.h"
 
 namespace loom {
@@ -32,6 +33,7 @@ std::array<double, 5> Trainer::comm_busy() const {
 // Enqueues the step: nothing waits for the device (cuda) except, under dynamic loss scaling,
 // the overflow decision that sets the next step's scale.
 void Trainer::run_step(int step, bool timed) {
+  fault_kill_rank(pc_.rank, step);  // LOOM_FAULT_KILL_RANK (train/elastic_hooks.h)
   Backend& be = *be_;
   if (pending_.empty()) {
     be.clear_marks();  // the marks of the steps read before
@@ -47,6 +49,7 @@ void Trainer::run_step(int step, bool timed) {
   const int64_t first = base_samples_ + int64_t(step - start_step_ - 1) * G +
                         int64_t(pc_.coord.dp) * (G / run_->dp());
   BatchFn batch = [&](int j, int32_t* tokens, int32_t* targets) {
+    trace_samples(step, pc_.rank, pc_.coord.dp, first + int64_t(j) * mb, mb);
     samples_(first + int64_t(j) * mb, mb, tokens, targets);
   };
   // The backward runs on the loss times the loss scale (a power of two unless set otherwise,

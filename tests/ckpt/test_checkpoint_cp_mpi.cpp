@@ -2,7 +2,8 @@
 // checkpoint holds whole canonical tensors and moments, so a run saved with parallel.cp 2
 // resumes bitwise on its own layout and continues the same loss curve on layouts with other
 // cp, dp, pp, tp and ZeRO stages; a cp=1 checkpoint resumes with cp 2. The same for a Mixture
-// of Experts model (its experts' c_proj rows split per expert over tp) across tp, pp and dp.
+// of Experts model (its experts' c_proj rows split per expert over tp) across tp, pp and dp, and
+// across expert parallelism (each ep rank of the first expert replica writes its experts).
 #include <gtest/gtest.h>
 
 #include "ckpt/checkpoint.h"
@@ -16,6 +17,7 @@ namespace {
 struct Layout {
   int dp, pp, tp, cp, zero;
   bool moe = false;  // 4 experts, top-2, capacity 1.25
+  int ep = 1;
   int size() const { return dp * pp * tp * cp; }
 };
 
@@ -31,6 +33,7 @@ Config with_layout(const Layout& l, const std::string& dir) {
     c.model.moe.capacity_factor = 1.25;
   }
   c.optimizer.zero_stage = l.zero;
+  c.parallel.ep = l.ep;
   c.train.steps = 20;
   c.checkpoint.dir = dir;
   return c;
@@ -47,7 +50,8 @@ std::string fresh_dir(const std::string& name) {
 
 std::string name(const Layout& l) {
   return "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" + std::to_string(l.tp) +
-         " cp" + std::to_string(l.cp) + " zero" + std::to_string(l.zero);
+         " cp" + std::to_string(l.cp) + " zero" + std::to_string(l.zero) +
+         (l.ep > 1 ? " ep" + std::to_string(l.ep) : "");
 }
 
 TEST(CheckpointCp, ExactResume) {
@@ -86,6 +90,27 @@ TEST(CheckpointCp, MoeReshardAcrossLayouts) {
     if (test::world_rank() == 0)
       test::expect_continues(r, straight, "moe dp2 pp2 tp2 -> " + name(l));
   }
+}
+
+TEST(CheckpointCp, MoeAcrossExpertParallelism) {
+  const std::string dir = fresh_dir("moe_ep");
+  // Bitwise on its own layout: dp4 with the 4 experts one per rank, under tp 2.
+  const Layout own{4, 1, 2, 1, 0, true, 4};
+  const test::TrainRun straight = train(own, dir + "_straight", 20, false);
+  const test::TrainRun first = train(own, dir, 10, false, 10);
+  const test::TrainRun second = train(own, dir, 20, true);
+  if (test::world_rank() == 0) test::expect_bitwise_resume(first, second, straight);
+  // Onto one rank, other ep and ZeRO-2 without ep.
+  for (const Layout& l :
+       {Layout{1, 1, 1, 1, 0, true}, Layout{2, 2, 2, 1, 0, true, 2}, Layout{8, 1, 1, 1, 2, true}}) {
+    const test::TrainRun r = train(l, dir, 20, true);
+    if (test::world_rank() == 0) test::expect_continues(r, straight, "moe dp4 ep4 -> " + name(l));
+  }
+  // Saved without expert parallelism (ZeRO-3 over dp 2), resumed with ep 4 over dp 8.
+  const std::string dir2 = fresh_dir("moe_ep_in");
+  train({2, 2, 2, 1, 3, true}, dir2, 10, false, 10);
+  const test::TrainRun r = train({8, 1, 1, 1, 0, true, 4}, dir2, 20, true);
+  if (test::world_rank() == 0) test::expect_continues(r, straight, "moe dp2 zero3 -> dp8 ep4");
 }
 
 }  // namespace

@@ -84,10 +84,40 @@ TEST(ConfigMoe, ValidAndBroken) {
   expect_one(c, 1, {"model.moe.num_experts: -2 must be >= 0"});
 }
 
+TEST(ConfigMoe, ExpertParallelSplitsExpertsInsideDataParallel) {
+  Config c = moe();
+  c.parallel.ep = 2;
+  EXPECT_TRUE(loom::validate(c, 2).empty());  // dp 2 derived from the world
+  c.parallel.ep = 4;
+  EXPECT_TRUE(loom::validate(c, 8).empty());
+  // ep not dividing the (derived) dp; not dividing the experts; without experts.
+  expect_one(c, 2,
+             {"parallel.ep: 4 does not divide the data-parallel size 2", "choose ep from 1, 2"});
+  c.train.global_batch_size = 24;
+  expect_one(
+      c, 6,
+      {"parallel.ep: 4 does not divide the data-parallel size 6", "choose ep from 1, 2, 3, 6"});
+  c.model.moe.num_experts = 6;
+  EXPECT_EQ(loom::validate(c, 8).size(), 1u);
+  EXPECT_TRUE(reports(
+      c, 8,
+      {"parallel.ep: 4 does not divide model.moe.num_experts: 6", "choose ep from 1, 2, 3, 6"}));
+  c = base();
+  c.parallel.ep = 2;
+  expect_one(
+      c, 2,
+      {"parallel.ep: 2 splits the experts of a Mixture of Experts", "model.moe.num_experts is 0"});
+  c.parallel.ep = 0;
+  expect_one(c, 1, {"parallel.ep", "e.g. 1"});
+}
+
 TEST(ConfigMoe, WhatDoesNotRunYetIsOneLine) {
   Config c = moe();
   c.parallel.ep = 2;
-  expect_one(c, 1, {"parallel.ep: 2 is not supported yet", "set parallel.ep: 1"});
+  c.optimizer.zero_stage = 1;
+  expect_one(c, 2,
+             {"parallel.ep: 2 with optimizer.zero_stage: 1 is not supported yet",
+              "set optimizer.zero_stage: 0"});
   c = moe();
   c.parallel.cp = 2;
   expect_one(c, 2, {"parallel.cp: 2 is not supported yet", "set parallel.cp: 1"});
@@ -104,6 +134,10 @@ TEST(ConfigMoe, WhatDoesNotRunYetIsOneLine) {
   c.train.dtype = "fp32";
   c.train.cuda_graph = true;
   expect_cuda_line(c, {"train.cuda_graph: true cannot be captured", "train.cuda_graph: false"});
+  c.train.cuda_graph = false;
+  c.parallel.ep = 2;
+  EXPECT_TRUE(reports(c, 2, {"parallel.ep: 2 with device: cuda is not supported yet"}));
+  EXPECT_EQ(without_build_line(loom::validate(c, 2)).size(), 1u);
 }
 
 TEST(ConfigMoe, RunsOnCudaInFp32) {

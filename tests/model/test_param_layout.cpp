@@ -1,4 +1,5 @@
-// ParamLayout: shard shapes, offsets, blocks and norm ownership for several (tp, pp) layouts.
+// ParamLayout: shard shapes, offsets, blocks and norm ownership for several (tp, pp) layouts, and
+// the experts' split over expert-parallel ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,6 +70,60 @@ TEST(ParamLayout, TensorParallelBlocksTileEveryTensor) {
     for (auto& [name, c] : cover)
       for (size_t i = 0; i < c.size(); ++i)
         ASSERT_EQ(c[i], replicated[name] ? tp : 1) << name << " element " << i << " tp=" << tp;
+  }
+}
+
+// Mixture of Experts over tp x ep: every element of an expert tensor is held by exactly one
+// (tp rank, ep rank) (replicated expert tensors: by one per ep rank's experts, on every tp rank);
+// the other tensors are unchanged by ep; expert_runs cuts the flat buffer at the experts.
+TEST(ParamLayout, ExpertParallelBlocksTileTheExperts) {
+  for (bool llama : {false, true}) {
+    ModelConfig m = tiny();
+    if (llama) m.arch = "llama";
+    m.moe.num_experts = 4;
+    m.moe.top_k = 2;
+    for (int tp : {1, 2})
+      for (int ep : {2, 4}) {
+        std::map<std::string, std::vector<int>> cover;
+        std::map<std::string, int> holders;  // ranks that hold each element, when whole
+        for (int t = 0; t < tp; ++t)
+          for (int e = 0; e < ep; ++e) {
+            ParamLayout l(m, tp, t, 1, 0, 1, {}, ep, e);
+            ParamLayout dense(m, tp, t, 1, 0, 1, {});
+            size_t expert_elems = 0;
+            for (const ParamSpec& p : l.params()) {
+              EXPECT_EQ(p.expert, p.name.find(".mlp.experts.") != std::string::npos) << p.name;
+              const ParamSpec& d = dense.get(p.name);
+              EXPECT_EQ(p.lrows * (p.expert ? ep : 1), d.lrows) << p.name;
+              EXPECT_EQ(p.lcols, d.lcols) << p.name;
+              if (p.expert) expert_elems += p.numel();
+              auto& c = cover[p.name];
+              c.resize(size_t(p.rows * p.cols));
+              holders[p.name] = p.shard == Shard::Replicated ? tp : 1;
+              for (const ShardBlock& b : l.blocks(p)) {
+                EXPECT_LE(b.lrow + b.rows, p.lrows) << p.name;
+                for (int64_t i = 0; i < b.rows; ++i)
+                  for (int64_t j = 0; j < b.cols; ++j)
+                    c[size_t((b.grow + i) * p.cols + b.gcol + j)]++;
+              }
+            }
+            size_t runs_expert = 0, at = 0;
+            for (const auto& r : l.expert_runs(0, l.total())) {
+              EXPECT_EQ(r.lo, at);
+              at = r.hi;
+              if (r.expert) runs_expert += r.hi - r.lo;
+            }
+            EXPECT_EQ(at, l.total());
+            EXPECT_EQ(runs_expert, expert_elems);
+            EXPECT_EQ(l.expert_runs(0, l.total()).size(), size_t(2 * m.n_layer + 1));
+          }
+        for (auto& [name, c] : cover) {
+          const bool expert = name.find(".mlp.experts.") != std::string::npos;
+          const int want = expert ? holders[name] : holders[name] * ep;
+          for (size_t i = 0; i < c.size(); ++i)
+            ASSERT_EQ(c[i], want) << name << " element " << i << " tp=" << tp << " ep=" << ep;
+        }
+      }
   }
 }
 

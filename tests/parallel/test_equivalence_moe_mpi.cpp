@@ -2,9 +2,11 @@
 // class (tests/support/tolerance.h), on every layout that runs it today: tensor parallelism
 // (experts split like the dense MLP, with and without sequence parallelism), pipeline
 // (interleaved too) and data parallelism with ZeRO 1/2/3 and recompute, gpt2 and llama blocks,
-// dropless and with a capacity that drops assignments. Routing and capacity are per sequence,
-// so they do not depend on the micro-batch size or the data-parallel split. Runs under
-// mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
+// dropless and with a capacity that drops assignments, and expert parallelism (the experts
+// split over ep ranks of the data-parallel group, rows exchanged all-to-all) with tp, pp and
+// recompute. Routing and capacity are per sequence, so they do not depend on the micro-batch
+// size or the data-parallel split. Runs under mpirun -np 8; smaller layouts use the first
+// dp*pp*tp ranks.
 #include <gtest/gtest.h>
 
 #include "tests/parallel/equivalence_util.h"
@@ -31,6 +33,7 @@ struct Layout {
   const char* recompute = "none";
   bool sp = false;
   int v = 1;
+  int ep = 1;
 };
 
 void check_layout(const Layout& l, const Config& base, const std::string& what) {
@@ -41,10 +44,12 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   c.parallel.virtual_stages = l.v;
   c.optimizer.zero_stage = l.zero;
   c.train.recompute = l.recompute;
-  const std::string name = what + " dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
-                           (l.v > 1 ? "(v2)" : "") + "xtp" + std::to_string(l.tp) +
-                           (l.sp ? " sp" : "") + " micro" + std::to_string(l.micro) + " zero" +
-                           std::to_string(l.zero) + " recompute " + l.recompute;
+  c.parallel.ep = l.ep;
+  const std::string name =
+      what + " dp" + std::to_string(l.dp) + (l.ep > 1 ? "(ep" + std::to_string(l.ep) + ")" : "") +
+      "xpp" + std::to_string(l.pp) + (l.v > 1 ? "(v2)" : "") + "xtp" + std::to_string(l.tp) +
+      (l.sp ? " sp" : "") + " micro" + std::to_string(l.micro) + " zero" + std::to_string(l.zero) +
+      " recompute " + l.recompute;
   test::expect_equals_single_rank(c, base, name);
 }
 
@@ -63,6 +68,23 @@ TEST(MoeEquivalence, Gpt2Capacity) {
   check_layout({1, 1, 2, 1}, base, "gpt2 moe cap");
   check_layout({2, 2, 2, 1, 2}, base, "gpt2 moe cap");
   check_layout({8, 1, 1, 1, 3}, base, "gpt2 moe cap");
+}
+
+// Expert parallelism: each rank computes E/ep experts on the rows every rank of its ep group
+// routed to them. Only ZeRO stage 0 runs with it today.
+TEST(MoeEquivalence, ExpertParallel) {
+  const Config dropless = moe_config(false, 0.0), capped = moe_config(false, 1.25);
+  check_layout({2, 1, 1, 2, 0, "none", false, 1, 2}, dropless, "gpt2 moe");
+  check_layout({4, 1, 1, 1, 0, "none", false, 1, 4}, dropless, "gpt2 moe");
+  check_layout({4, 1, 2, 1, 0, "selective", true, 1, 2}, dropless, "gpt2 moe");
+  check_layout({2, 2, 2, 1, 0, "full", false, 1, 2}, dropless, "gpt2 moe");
+  check_layout({8, 1, 1, 1, 0, "none", false, 1, 4}, capped, "gpt2 moe cap");
+  check_layout({2, 2, 2, 1, 0, "none", true, 2, 2}, capped, "gpt2 moe cap");
+  check_layout({2, 1, 4, 1, 0, "none", true, 1, 2}, moe_config(true, 0.0), "llama moe");
+  check_layout({4, 2, 1, 1, 0, "full", false, 1, 4}, moe_config(true, 1.25), "llama moe cap");
+  Config overlap = dropless;  // the experts' reductions start during backward on their group
+  overlap.parallel.overlap = true;
+  check_layout({4, 1, 2, 1, 0, "none", false, 1, 2}, overlap, "gpt2 moe overlap");
 }
 
 TEST(MoeEquivalence, Llama) {

@@ -131,5 +131,57 @@ TEST(PlanCli, ParallelCpOnTheCommandLine) {
   EXPECT_NE(err.find("--set parallel.cp=1"), std::string::npos) << err;
 }
 
+// --ranks N plans for N devices (whole nodes, or one node of fewer); --layout-args prints the
+// fastest layout of the largest world of at most N ranks that fits, as loom train arguments.
+TEST(PlanCli, RanksAndLayoutArgs) {
+  int code = 0;
+  std::string err;
+  cli::Args a = plan_args("configs/gpt2_124m.yaml", "configs/clusters/h100_80g_8x.yaml", true);
+  a.options["--ranks"] = "16";
+  auto j = nlohmann::json::parse(run_plan_command(a, &code, &err));
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(j["cluster"]["devices"], 16);
+  a.options["--ranks"] = "4";
+  j = nlohmann::json::parse(run_plan_command(a, &code, &err));
+  EXPECT_EQ(j["cluster"]["devices"], 4);
+  ASSERT_FALSE(j["valid"].empty());
+  const auto& best = j["valid"][0];
+  a.options["--ranks"] = "12";
+  run_plan_command(a, &code, &err);
+  EXPECT_NE(err.find("--ranks 12: "), std::string::npos) << err;
+  EXPECT_NE(err.find("give a multiple of 8 or at most 8"), std::string::npos) << err;
+
+  a.options.erase("--json");
+  a.options["--layout-args"] = "1";
+  a.options["--ranks"] = "7";  // fewer than a node of 8: one node of 7
+  std::string out = run_plan_command(a, &code, &err);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(out.substr(0, 2), "7 ") << out;
+  a.options["--ranks"] = "4";
+  out = run_plan_command(a, &code, &err);
+  const std::string want = str(
+      "4 --set parallel.dp=", best["dp"].get<int>(), " --set parallel.pp=", best["pp"].get<int>(),
+      " --set parallel.tp=", best["tp"].get<int>(), " --set parallel.cp=", best["cp"].get<int>(),
+      " --set parallel.virtual_stages=", best["virtual_stages"].get<int>(),
+      " --set parallel.micro_batch_size=", best["micro_batch"].get<int>(),
+      " --set parallel.sequence_parallel=",
+      best["sequence_parallel"].get<bool>() ? "true" : "false",
+      " --set optimizer.zero_stage=", best["zero"].get<int>(),
+      " --set train.recompute=", best["recompute"].get<std::string>(), "\n");
+  EXPECT_EQ(out, want);
+  a.options.erase("--ranks");
+  run_plan_command(a, &code, &err);
+  EXPECT_NE(err.find("give --ranks N and drop --json"), std::string::npos) << err;
+  a.options["--ranks"] = "0";
+  run_plan_command(a, &code, &err);
+  EXPECT_NE(err.find("--ranks: expected a whole number >= 1, got '0'"), std::string::npos) << err;
+  // A model no world of at most 2 H100s holds: one error naming the shortage at 2 ranks.
+  a.options["--ranks"] = "2";
+  a.overrides = {"model.n_layer=96", "model.n_head=96", "model.d_model=12288"};
+  run_plan_command(a, &code, &err);
+  EXPECT_NE(err.find("no layout of 2 or fewer ranks"), std::string::npos) << err;
+  EXPECT_NE(err.find("device memory is short by"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace loom

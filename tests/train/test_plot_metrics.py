@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks scripts/plot_metrics.py writes a non-empty PNG from fake metrics (exit 77: skipped)."""
+"""Checks scripts/plot_metrics.py writes a non-empty PNG from fake metrics, and its expert-load
+numbers for a Mixture-of-Experts run against hand-computed ones (exit 77: skipped)."""
 import json
 import os
 import subprocess
@@ -31,6 +32,14 @@ def write_run(root, name, steps, with_extras):
     return d
 
 
+def load_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("plot_metrics", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 class PlotMetrics(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -49,6 +58,29 @@ class PlotMetrics(unittest.TestCase):
         self.assertGreater(os.path.getsize(path), 1000)
         with open(path, "rb") as f:
             self.assertEqual(f.read(8), PNG_MAGIC)
+
+    def test_expert_load(self):
+        # Two layers of 4 experts: shares 6/12 and 3/12 (mean 0.375); dropped 2/12 and 0.
+        lines = [{"step": 1, "loss": 9.0, "moe": {"tokens_per_expert": [[6, 2, 2, 2], [3, 3, 3, 3]],
+                                                 "dropped": [2, 0]}},
+                 {"step": 2, "loss": 8.0},  # a line without moe (not logged): skipped
+                 {"step": 3, "loss": 7.0, "moe": {"tokens_per_expert": [[1, 1, 1, 1]],
+                                                 "dropped": [0]}}]
+        got = load_module().expert_load(lines)
+        self.assertEqual([g[0] for g in got], [1, 3])
+        self.assertAlmostEqual(got[0][1], (6 / 12 + 3 / 12) / 2)
+        self.assertAlmostEqual(got[0][2], (2 / 12 + 0) / 2)
+        self.assertAlmostEqual(got[1][1], 0.25)
+        self.assertEqual(load_module().expert_load([{"step": 1, "loss": 1.0}]), [])
+        # And a figure with the panel.
+        d = os.path.join(self.root, "moe_run")
+        os.makedirs(d)
+        with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
+        r = self.run_script(d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_png(os.path.join(d, "metrics.png"))
 
     def test_two_runs_to_explicit_out(self):
         a = write_run(self.root, "run_a", [1] + list(range(10, 61, 10)), with_extras=True)

@@ -1,0 +1,55 @@
+// ZeroOptimizer's step: the step state in backend memory, sharded AdamW and the parameter
+// all-gather, and the memory report.
+#include <algorithm>
+
+#include "core/check.h"
+#include "optim/zero.h"
+
+namespace loom {
+
+cpu::StepState ZeroOptimizer::read_state() const {
+  cpu::StepState s;
+  be_.to_host(&s, state_.data(), sizeof(s));
+  return s;
+}
+
+void ZeroOptimizer::set_update_counts(int applied, int skipped) {
+  cpu::StepState s = read_state();
+  s.t = applied;
+  s.skipped = skipped;
+  be_.from_host(state_.data(), &s, sizeof(s));
+}
+
+void ZeroOptimizer::step(const cpu::StepInputs* in) {
+  be_.decide_step(state(), in, rule_);
+  float* params = stage_ == 3 ? nullptr : model_->params();
+  float* pshard = static_cast<float*>(param_shard_.data());
+  const float* g = shard_grads();
+  for (const ParamSpec& p : layout_.params()) {
+    size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
+    if (lo >= hi) continue;
+    size_t k = lo - shard_.lo;
+    float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
+    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, &state()->coefs[p.decay ? 1 : 0],
+                     nullptr);
+  }
+  if (stage_ == 1 || stage_ == 2) {
+    float* mine = params + size_t(pc_.replicas().rank()) * shard_size_;
+    pc_.replicas().all_gather(mine, params, shard_size_);
+  }
+  if (stage_ < 3) model_->refresh_compute_weights();
+}
+
+MemoryReport ZeroOptimizer::memory() const {
+  MemoryReport r;
+  r.params =
+      (stage_ == 3 ? param_shard_.bytes() : model_->param_bytes()) + model_->compute_weight_bytes();
+  r.param_buckets = layer_work_[0].bytes() + layer_work_[1].bytes() + other_work_.bytes();
+  r.grads = stage_ < 2 ? model_->grad_bytes() : grad_shard_.bytes();
+  r.grad_buckets = layer_stage_[0].bytes() + layer_stage_[1].bytes() + other_stage_.bytes();
+  r.optimizer = m_.bytes() + v_.bytes();
+  r.activations = model_->activation_bytes();
+  return r;
+}
+
+}  // namespace loom
