@@ -18,17 +18,28 @@ std::atomic<long long> g_calls{0}, g_flops{0}, g_ns{0};
 
 void gemm_stats_enable(bool on) { g_stats_on.store(on, std::memory_order_relaxed); }
 void gemm_stats_reset() { g_calls = 0, g_flops = 0, g_ns = 0; }
-GemmStats gemm_stats() { return GemmStats{g_calls.load(), double(g_flops.load()), g_ns.load() * 1e-6}; }
+GemmStats gemm_stats() {
+  return GemmStats{g_calls.load(), double(g_flops.load()), g_ns.load() * 1e-6};
+}
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   const bool timed = g_stats_on.load(std::memory_order_relaxed);
-  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const auto t0 =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (M == 1) {
+    // One row (a decode step of one sequence): a matrix-vector product reads B once as it is,
+    // where sgemm would first copy B into packed panels. C (N) = alpha op(B)^T a + beta C.
+    cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? N : K,
+                trans_b ? K : N, alpha, B, ldb, A, trans_a ? lda : 1, beta, C, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   if (timed) {
-    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - t0).count();
+    long long ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     // Inside a parallel region the team's GEMMs overlap: each counts for 1/team of its time.
     if (omp_in_parallel()) ns /= omp_get_num_threads();
     g_ns.fetch_add(ns, std::memory_order_relaxed);

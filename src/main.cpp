@@ -23,9 +23,12 @@ const char* kUsage =
     "                                                dp*pp*tp ranks)\n"
     "  eval CONFIG.yaml --checkpoint DIR [--set ...]  validation loss and perplexity of a\n"
     "                                                checkpoint over train.eval_iters batches\n"
-    "  generate --checkpoint DIR --prompt TEXT       sample a continuation (one process)\n"
+    "  generate --checkpoint DIR --prompt TEXT       continuations with a KV cache, on any\n"
+    "           | --prompts FILE [--set parallel.*]  dp*pp*tp layout (docs/inference.md);\n"
     "           [--max-tokens N] [--temperature T]   defaults: 64 tokens, T=1 (0: greedy),\n"
-    "           [--top-k K] [--seed S]               whole vocabulary, seed 1\n"
+    "           [--top-k K] [--top-p P] [--seed S]   whole vocabulary, seed 1; FILE: a prompt\n"
+    "           [--stop TEXT] [--batch B]            per line or JSON lines {\"prompt\": ..}\n"
+    "           [--no-cache]                         (B: sequences at a time, default 32)\n"
     "  export CHECKPOINT OUT.h5|OUT.safetensors      a checkpoint's weights: canonical .h5, or\n"
     "                                                Hugging Face GPT-2/Llama safetensors\n"
     "                                                (one process; .safetensors adds config.json)\n"
@@ -58,7 +61,7 @@ int dispatch(const loom::cli::Args& a, int rank, loom::cli::Phase& phase) {
   }
   if (a.command == "train") return cmd_train(a, phase);
   if (a.command == "eval") return cmd_eval(a, phase);
-  if (a.command == "generate") return cmd_generate(a);
+  if (a.command == "generate") return cmd_generate(a, phase);
   if (a.command == "export") return cmd_export(a);
   if (a.command == "plan") return cmd_plan(a);
   throw loom::UserError(

@@ -12,9 +12,10 @@ namespace {
 const std::set<std::string> kValued = {
     "--checkpoint",    "--prompt",    "--max-tokens", "--temperature",     "--top-k",
     "--seed",          "--cluster",   "--gpu-flops",  "--attention-flops", "--vector-flops",
-    "--gpu-bandwidth", "--launch-us", "--ranks"};
-const std::set<std::string> kFlags = {"--json", "--kernels", "--layout-args"};
-}
+    "--gpu-bandwidth", "--launch-us", "--ranks",      "--prompts",         "--top-p",
+    "--stop",          "--batch"};
+const std::set<std::string> kFlags = {"--json", "--kernels", "--layout-args", "--no-cache"};
+}  // namespace
 
 Args parse_args(int argc, char** argv) {
   Args a;
@@ -28,12 +29,16 @@ Args parse_args(int argc, char** argv) {
     } else if (kFlags.count(s)) {
       a.options[s] = "1";
     } else if (name == "--set" || kValued.count(name)) {
-      if (eq != std::string::npos && name == s.substr(0, eq)) value = s.substr(eq + 1);
-      else if (i + 1 < argc) value = argv[++i];
-      else throw UserError(str(name, " needs a value; see loom --help"));
+      if (eq != std::string::npos && name == s.substr(0, eq))
+        value = s.substr(eq + 1);
+      else if (i + 1 < argc)
+        value = argv[++i];
+      else
+        throw UserError(str(name, " needs a value; see loom --help"));
       if (name == "--set") {
         if (value.find('=') == std::string::npos)
-          throw UserError(str("--set needs key.path=value, e.g. --set train.steps=100; got '", value, "'"));
+          throw UserError(
+              str("--set needs key.path=value, e.g. --set train.steps=100; got '", value, "'"));
         a.overrides.push_back(value);
       } else {
         a.options[name] = value;
@@ -69,7 +74,8 @@ double option_double(const Args& a, const std::string& name, double fallback) {
   if (v.empty()) return fallback;
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  if (*end != '\0' || !(x >= 0)) throw UserError(str(name, ": expected a number >= 0, got '", v, "'"));
+  if (*end != '\0' || !(x >= 0))
+    throw UserError(str(name, ": expected a number >= 0, got '", v, "'"));
   return x;
 }
 

@@ -1,5 +1,5 @@
 // The loom commands over the library: start-up (config, grid, threads) shared by train and eval,
-// and the single-process commands generate and export.
+// and the single-process command export (generate: generate_command.cpp).
 #include "cli/commands.h"
 
 #include <cstdio>
@@ -15,12 +15,10 @@
 #include "parallel/nccl_comm.h"
 #endif
 #include "cli/load_config.h"
-#include "data_tools/tokenizer.h"
 #include "model/flops.h"
 #include "parallel/collective.h"
 #include "parallel/device_comms.h"
 #include "parallel/watchdog.h"
-#include "train/generate.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -120,43 +118,6 @@ int cmd_eval(const Args& a, Phase& phase) {
   double loss = j.trainer->evaluate(iters);
   info(str("eval: val loss ", loss, " | perplexity ", std::exp(loss), " | ", iters, " batches of ",
            j.cfg.train.global_batch_size, " x ", j.cfg.model.seq_len, " tokens"));
-  return 0;
-}
-
-int cmd_generate(const Args& a) {
-  need_one_process("generate");
-  const std::string ckpt = option(a, "--checkpoint", "");
-  if (ckpt.empty() || !a.operands.empty())
-    throw UserError("loom generate needs --checkpoint DIR and --prompt TEXT (see loom --help)");
-  const std::string dir = resolve_checkpoint_dir(ckpt);
-  Config cfg = checkpoint_config(dir);
-  verify_checkpoint(dir, cfg.model);
-  auto tok = tok::make_tokenizer(cfg.tokenizer.type, cfg.tokenizer.vocab, cfg.tokenizer.merges);
-  std::vector<int32_t> ids;
-  const std::string prompt = option(a, "--prompt", "");
-  tok->make_encoder()->encode(prompt, ids);
-  if (ids.empty()) ids.push_back(tok->eod());  // an empty prompt starts a new document
-  if (int(ids.size()) > cfg.model.seq_len)
-    throw UserError(str("--prompt is ", ids.size(),
-                        " tokens; the model's context (model.seq_len) is ", cfg.model.seq_len,
-                        " tokens: shorten the prompt"));
-  SampleOptions opt;
-  opt.max_tokens = option_int(a, "--max-tokens", 64);
-  opt.temperature = float(option_double(a, "--temperature", 1.0));
-  opt.top_k = option_int(a, "--top-k", 0);
-  opt.seed = uint64_t(option_int(a, "--seed", 1));
-  opt.stop_token = tok->eod();
-
-  configure_cpu_threads(default_num_threads(1));
-  auto pc = make_parallel_ctx(Grid(1, 1, 1));
-  const RunLayout run = RunLayout::single_sequence(cfg.model);
-  const auto be = make_cpu_backend();
-  GPTStage model(run, run.memory(be->traits()), *pc, *be);
-  read_checkpoint_tensors(dir, run.params(), model.params(), nullptr, nullptr);
-  const size_t prompt_len = ids.size();
-  generate(model, cfg.model.vocab_size, ids, opt);
-  std::string text = tok->decode(ids.data() + prompt_len, ids.size() - prompt_len);
-  std::printf("%s%s\n", prompt.c_str(), text.c_str());
   return 0;
 }
 

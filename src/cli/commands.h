@@ -11,7 +11,7 @@ enum class Phase { StartUp, Running };
 
 int cmd_train(const Args& a, Phase& phase);
 int cmd_eval(const Args& a, Phase& phase);
-int cmd_generate(const Args& a);
+int cmd_generate(const Args& a, Phase& phase);
 int cmd_export(const Args& a);
 
 }  // namespace loom::cli

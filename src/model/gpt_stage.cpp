@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "model/context_attention.h"
+#include "model/layer_tensors.h"
 
 namespace loom {
 
@@ -148,37 +149,6 @@ const void* GPTStage::cw(const ParamSpec& p) const {
 void GPTStage::refresh_compute_weights() {
   if (be_.lowp()) be_.cast_to_act(cw_buf_.data(), params(), layout_.total());
 }
-
-namespace {
-// Layer `layer`'s twelve tensors in BlockTensors order, each looked up by at(spec) of
-// "h.<layer>.<name>"; the tensors the family does not have (llama's biases) are null.
-template <typename P, typename At>
-BlockTensors<P> layer_tensors(const ParamLayout& layout, int layer, At at) {
-  const std::string h = "h." + std::to_string(layer) + ".";
-  auto p = [&](const char* name) -> P {
-    const ParamSpec* spec = layout.find(h + name);
-    return spec ? at(*spec) : nullptr;
-  };
-  // The dense MLP's tensors, or the experts' (docs/moe.md) in the same slots.
-  auto mlp = [&](const char* dense, const char* experts) {
-    const P t = p(dense);
-    return t ? t : p(experts);
-  };
-  return BlockTensors<P>{p("ln_1.weight"),
-                         p("ln_1.bias"),
-                         p("attn.c_attn.weight"),
-                         p("attn.c_attn.bias"),
-                         p("attn.c_proj.weight"),
-                         p("attn.c_proj.bias"),
-                         p("ln_2.weight"),
-                         p("ln_2.bias"),
-                         mlp("mlp.c_fc.weight", "mlp.experts.c_fc.weight"),
-                         mlp("mlp.c_fc.bias", "mlp.experts.c_fc.bias"),
-                         mlp("mlp.c_proj.weight", "mlp.experts.c_proj.weight"),
-                         mlp("mlp.c_proj.bias", "mlp.experts.c_proj.bias"),
-                         p("mlp.router.weight")};
-}
-}  // namespace
 
 BlockWeights GPTStage::weights_at(int layer) const {
   return layer_tensors<const void*>(layout_, layer, [this](const ParamSpec& p) { return cw(p); });

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "model/decode_stage.h"
 #include "model/init.h"
 #include "tests/support/configs.h"
 #include "tests/support/fixture.h"
@@ -20,10 +21,10 @@ TEST(Sample, GreedyIsArgmaxWithLowestIdOnTies) {
   float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
   SampleOptions opt;
   opt.temperature = 0.0f;
-  EXPECT_EQ(sample_token(logits, 5, opt, 0), 1);
+  EXPECT_EQ(sample_token(logits, 5, opt, 0, 0), 1);
   opt.temperature = 1.0f;
   opt.top_k = 1;  // top-1 sampling is greedy too
-  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, 5, opt, i), 1);
+  for (uint64_t i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, 5, opt, 0, i), 1);
 }
 
 TEST(Sample, DeterministicPerSeedAndFollowsTheSoftmax) {
@@ -32,17 +33,17 @@ TEST(Sample, DeterministicPerSeedAndFollowsTheSoftmax) {
   opt.temperature = 0.7f;
   opt.seed = 9;
   std::vector<int> a, b;
-  for (uint64_t i = 0; i < 50; ++i) a.push_back(sample_token(logits, 4, opt, i));
-  for (uint64_t i = 0; i < 50; ++i) b.push_back(sample_token(logits, 4, opt, i));
+  for (uint64_t i = 0; i < 50; ++i) a.push_back(sample_token(logits, 4, opt, 0, i));
+  for (uint64_t i = 0; i < 50; ++i) b.push_back(sample_token(logits, 4, opt, 0, i));
   EXPECT_EQ(a, b);
   opt.seed = 10;
   std::vector<int> c;
-  for (uint64_t i = 0; i < 50; ++i) c.push_back(sample_token(logits, 4, opt, i));
+  for (uint64_t i = 0; i < 50; ++i) c.push_back(sample_token(logits, 4, opt, 0, i));
   EXPECT_NE(a, c);
   // Frequencies over 40000 draws against softmax(logits / 0.7): 4-sigma binomial bounds.
   const int n = 40000;
   std::vector<int> count(4, 0);
-  for (int i = 0; i < n; ++i) count[size_t(sample_token(logits, 4, opt, uint64_t(i)))]++;
+  for (int i = 0; i < n; ++i) count[size_t(sample_token(logits, 4, opt, 0, uint64_t(i)))]++;
   double z = 0, p[4];
   for (int v = 0; v < 4; ++v) z += p[v] = std::exp(logits[v] / 0.7);
   for (int v = 0; v < 4; ++v) {
@@ -53,9 +54,44 @@ TEST(Sample, DeterministicPerSeedAndFollowsTheSoftmax) {
   // top-k 2 never draws outside the two largest logits.
   opt.top_k = 2;
   for (int i = 0; i < 2000; ++i) {
-    int t = sample_token(logits, 4, opt, uint64_t(i));
+    int t = sample_token(logits, 4, opt, 0, uint64_t(i));
     EXPECT_TRUE(t == 1 || t == 2) << t;
   }
+}
+
+// top-p keeps the shortest most-likely prefix whose mass reaches p: with probabilities
+// softmax(logits / 0.7) = 0.763, 0.183, 0.044, 0.011 for ids 2, 1, 0, 3, p = 0.6 keeps id 2
+// alone and p = 0.9 keeps ids 2 and 1 in their renormalized ratio; sequence and position pick
+// independent draws.
+TEST(Sample, TopPKeepsTheNucleus) {
+  float logits[4] = {0.0f, 1.0f, 2.0f, -1.0f};
+  SampleOptions opt;
+  opt.temperature = 0.7f;
+  opt.top_p = 0.6f;
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(sample_token(logits, 4, opt, 1, uint64_t(i)), 2);
+  opt.top_p = 0.9f;
+  const int n = 20000;
+  int twos = 0;
+  for (int i = 0; i < n; ++i) {
+    const int t = sample_token(logits, 4, opt, uint64_t(i), 5);
+    ASSERT_TRUE(t == 1 || t == 2) << t;
+    twos += t == 2;
+  }
+  const double p2 = 1.0 / (1.0 + std::exp(-1.0 / 0.7));  // ids 2 and 1 only
+  EXPECT_NEAR(twos, n * p2, 4 * std::sqrt(n * p2 * (1 - p2)));
+}
+
+TEST(Sample, BadOptionsAreNamed) {
+  SampleOptions o;
+  o.temperature = -1;
+  EXPECT_NE(sample_options_problem(o).find("temperature -1"), std::string::npos);
+  o = SampleOptions{};
+  o.top_p = 0;
+  EXPECT_NE(sample_options_problem(o).find("top-p 0"), std::string::npos);
+  o = SampleOptions{};
+  o.top_k = -2;
+  EXPECT_NE(sample_options_problem(o).find("top-k -2"), std::string::npos);
+  EXPECT_EQ(sample_options_problem(SampleOptions{}), "");
 }
 
 // Eval of the PyTorch fixture weights on the fixture's batch reproduces the fixture loss.
@@ -116,19 +152,22 @@ TEST(Generate, GreedyRecallsAMemorizedSentence) {
   for (int s = 1; s <= c.train.steps; ++s) loss = trainer.train_step(s).loss;
   ASSERT_LT(loss, 0.05) << "the sentence was not memorized";
 
-  const RunLayout run = RunLayout::single_sequence(c.model);
   const auto be = make_cpu_backend();
-  GPTStage single(run, run.memory(be->traits()), *pc, *be);
-  std::memcpy(single.params(), trainer.stage().params(), trainer.layout().total() * sizeof(float));
+  DecodeStage single(c.model, trainer.layout(), *pc, *be, 1, T);
+  single.set_params(trainer.stage().params());
   const std::string prompt = "the quick brown";
-  std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  SampleOptions opt;
-  opt.temperature = 0.0f;
-  opt.max_tokens = int(text.size());
-  generate(single, 257, ids, opt);
-  std::string out(ids.begin(), ids.end());
-  EXPECT_EQ(out.substr(0, text.size()), text);
-  EXPECT_EQ(out.substr(text.size(), prompt.size()), prompt);  // and it goes round again
+  GenRequest r;
+  r.prompt.assign(prompt.begin(), prompt.end());
+  r.sample.temperature = 0.0f;
+  r.max_tokens = T - int(prompt.size());
+  Generator gen(single, *pc, 257);
+  ASSERT_TRUE(gen.add(r));
+  while (!gen.idle()) gen.step();
+  const std::vector<GenSequence> done = gen.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  std::string out = prompt + std::string(done[0].out.begin(), done[0].out.end());
+  // The context (T = 24 ids) holds the sentence's first 24 characters.
+  EXPECT_EQ(out, text.substr(0, size_t(T)));
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 // matmul/gemm cpu twins against double references and central differences.
-#include "kernels/matmul.h"
-
 #include <limits>
 
 #include "kernel_test_util.h"
+#include "kernels/matmul.h"
 
 using namespace loom::ktest;
 
@@ -26,33 +25,37 @@ constexpr int N = 6, IC = 5, OC = 7;
 
 }  // namespace
 
+// M = 1 takes the matrix-vector path (one decode row).
 TEST(KernelMatmul, GemmAllTransposesAndLeadingDims) {
-  const int M = 5, Nn = 7, K = 3;
+  const int Nn = 7, K = 3;
   const float alpha = 0.7f, beta = 0.3f;
-  for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++) {
-      // Stored shapes: op(A) is (M, K), so A is (K, M) when transposed; padded leading dims.
-      const int arows = ta ? K : M, acols = ta ? M : K, lda = acols + 2;
-      const int brows = tb ? Nn : K, bcols = tb ? K : Nn, ldb = bcols + 1;
-      const int ldc = Nn + 3;
-      auto A = randu((size_t)arows * lda, 1), Bm = randu((size_t)brows * ldb, 2);
-      auto Cm = randu((size_t)M * ldc, 3);
-      std::vector<double> want(Cm.begin(), Cm.end());
-      for (int i = 0; i < M; i++)
-        for (int j = 0; j < Nn; j++) {
-          double s = 0.0;
-          for (int k = 0; k < K; k++) {
-            const double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-            const double b = tb ? Bm[(size_t)j * ldb + k] : Bm[(size_t)k * ldb + j];
-            s += a * b;
+  for (const int M : {5, 1})
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        // Stored shapes: op(A) is (M, K), so A is (K, M) when transposed; padded leading dims.
+        const int arows = ta ? K : M, acols = ta ? M : K, lda = acols + 2;
+        const int brows = tb ? Nn : K, bcols = tb ? K : Nn, ldb = bcols + 1;
+        const int ldc = Nn + 3;
+        auto A = randu((size_t)arows * lda, 1), Bm = randu((size_t)brows * ldb, 2);
+        auto Cm = randu((size_t)M * ldc, 3);
+        std::vector<double> want(Cm.begin(), Cm.end());
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < Nn; j++) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++) {
+              const double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+              const double b = tb ? Bm[(size_t)j * ldb + k] : Bm[(size_t)k * ldb + j];
+              s += a * b;
+            }
+            want[(size_t)i * ldc + j] = alpha * s + beta * (double)Cm[(size_t)i * ldc + j];
           }
-          want[(size_t)i * ldc + j] = alpha * s + beta * (double)Cm[(size_t)i * ldc + j];
-        }
-      loom::cpu::gemm(ta, tb, M, Nn, K, alpha, A.data(), lda, Bm.data(), ldb, beta, Cm.data(), ldc);
-      // The padding columns (j >= Nn) must be untouched: want holds their original values.
-      expect_close(Cm, want, kFwdRtol, kFwdAtol,
-                   "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
-    }
+        loom::cpu::gemm(ta, tb, M, Nn, K, alpha, A.data(), lda, Bm.data(), ldb, beta, Cm.data(),
+                        ldc);
+        // The padding columns (j >= Nn) must be untouched: want holds their original values.
+        expect_close(Cm, want, kFwdRtol, kFwdAtol,
+                     "gemm M=" + std::to_string(M) + " ta=" + std::to_string(ta) +
+                         " tb=" + std::to_string(tb));
+      }
 }
 
 TEST(KernelMatmul, ForwardMatchesReference) {
@@ -77,14 +80,18 @@ TEST(KernelMatmul, BackwardMatchesFiniteDifferences) {
                              IC, OC);
   auto di = to_double(inp), dwd = to_double(w), dbd = to_double(b), Rd = to_double(R);
   std::vector<double> out;
-  auto L = [&]() { ref_linear(out, di, dwd, &dbd, N, IC, OC); return dot(out, Rd); };
+  auto L = [&]() {
+    ref_linear(out, di, dwd, &dbd, N, IC, OC);
+    return dot(out, Rd);
+  };
   expect_close(dinp, fd_grad(di, L), kGradRtol, kGradAtol, "dinp");
   expect_close(dw, fd_grad(dwd, L), kGradRtol, kGradAtol, "dw");
   expect_close(db, fd_grad(dbd, L), kGradRtol, kGradAtol, "dbias");
 }
 
 TEST(KernelMatmul, BackwardAccumulatesDwDbiasOverwritesDinp) {
-  auto inp = randu((size_t)N * IC, 30), w = randu((size_t)IC * OC, 31), g = randu((size_t)N * OC, 32);
+  auto inp = randu((size_t)N * IC, 30), w = randu((size_t)IC * OC, 31),
+       g = randu((size_t)N * OC, 32);
   // Reference gradients from zero-initialised buffers.
   std::vector<float> dinp0((size_t)N * IC), dw0((size_t)IC * OC, 0.0f), db0(OC, 0.0f);
   loom::cpu::matmul_backward(dinp0.data(), dw0.data(), db0.data(), g.data(), inp.data(), w.data(),
