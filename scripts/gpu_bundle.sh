@@ -47,7 +47,8 @@ if ! grep -q '^CMAKE_CUDA_FLAGS:' "$BUILD/CMakeCache.txt" ||
   fail "$BUILD does not compile the cuda sources with nvcc; configure it with -DLOOM_CUDA=ON"
 fi
 BINS=(bin/loom tests/test_cuda_kernels tests/test_cuda_backend tests/test_cuda_train
-      tests/test_nccl_comm tests/test_nccl_p2p_mpi)
+      tests/test_nccl_comm tests/test_nccl_p2p_mpi tests/test_cuda_layouts_mpi bin/bench_gemm_algos
+      bin/bench_kernel_times)
 echo "building ${BINS[*]##*/} in $BUILD ..."
 targets=()
 for b in "${BINS[@]}"; do targets+=(--target "$(basename "$b")"); done
@@ -101,19 +102,27 @@ cat >"$OUT/env.sh" <<'EOF'
 # Sourced by the bundle's wrappers: the bundle's libraries, then the GPU machine's CUDA ones.
 B="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cuda_dirs=""
+# NCCL from a Python wheel (nvidia-nccl) first: wheels are built for old glibc versions, while a
+# system libnccl (seen: Ubuntu 24.04's, in /usr/lib/x86_64-linux-gnu) may need a newer glibc
+# than the bundle's own (Debian 12: 2.36) and then fails to load.
+for d in $(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null); do
+  cuda_dirs="$cuda_dirs:$d"
+done
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
          /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu; do
   [[ -d "$d" ]] && cuda_dirs="$cuda_dirs:$d"
-done
-# NCCL from a Python wheel (nvidia-nccl) when the toolkit has none.
-for d in $(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null); do
-  cuda_dirs="$cuda_dirs:$d"
 done
 export LOOM_BUNDLE_LIBS="$B/lib$cuda_dirs"
 export OPAL_PREFIX="$B/ompi" PMIX_INSTALL_PREFIX="$B/pmix2" HWLOC_PLUGINS_PATH="$B/hwloc"
 export PMIX_MCA_mca_base_component_path="$B/pmix2/lib/pmix"  # PMIx's plugins (not relocated)
 export PATH="$B/ompi/bin:$B/bin:$PATH"
 export OMPI_MCA_plm_rsh_agent=false  # one machine: no ssh
+# The bundle's OpenBLAS (0.3.21) falls back to its slow generic kernels on CPUs newer than it;
+# loom re-executes itself to fix that, which it cannot do through the bundled loader.
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
 EOF
 
 wrap() {  # wrap NAME REAL UP: a script that runs REAL through the bundled loader; UP: the
@@ -131,6 +140,8 @@ for b in "${BINS[@]}"; do wrap "$OUT/bin/$(basename "$b")" "real/$(basename "$b"
 for tool in orted orterun; do wrap "$OUT/ompi/bin/$tool" "ompi/bin/$tool.real" ../..; done
 ln -s orterun "$OUT/ompi/bin/mpirun"
 git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
+# The test binaries read configs and fixtures below the source folder they were built from.
+sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" >"$OUT/SOURCE_DIR"
 
 XZ_OPT="-T0" tar -C "$(dirname "$OUT")" -cJf "$OUT.tar.xz" "$(basename "$OUT")"
 mib=$(( $(stat -c %s "$OUT.tar.xz") / 1048576 ))

@@ -51,7 +51,7 @@ void Trainer::print_banner() {
          format_config_banner(cfg_, *run_, count_params(cfg_.model), flops_per_token_, yaml_path))
       info(l);
   }
-  peak_ = peak_flops_per_device(cfg_, pc_.world.mpi());
+  peak_ = peak_flops_per_device(cfg_, pc_.world.mpi(), be_->device_name());
   const int ranks = pc_.world.size();
   if (peak_.source == "measured sgemm") {
     char cores[32];

@@ -52,8 +52,7 @@ std::vector<int> node_cpus(MPI_Comm node) {
 
 }  // namespace
 
-PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world,
-                                const std::string& cuda_device_name) {
+PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world, const std::string& device_name) {
   PeakFlops p;
   if (cfg.log.peak_flops > 0) {
     p.per_device = cfg.log.peak_flops;
@@ -61,11 +60,11 @@ PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world,
     return p;
   }
   if (cfg.device == "cuda") {
-    const GpuPeak* g = find_gpu_peak(cuda_device_name);
+    const GpuPeak* g = find_gpu_peak(device_name);
     if (!g) {
-      p.source = cuda_device_name.empty()
+      p.source = device_name.empty()
                      ? "unknown GPU (set log.peak_flops)"
-                     : "GPU '" + cuda_device_name + "' not in the table (set log.peak_flops)";
+                     : "GPU '" + device_name + "' not in the table (set log.peak_flops)";
       return p;
     }
     const bool half = cfg.train.dtype == "bf16" || cfg.train.dtype == "fp16";

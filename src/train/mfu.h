@@ -21,11 +21,11 @@ struct PeakFlops {
 };
 
 // The peak of one device for MFU: log.peak_flops when > 0; on cuda the table entry for
-// `cuda_device_name`; on cpu (collective over `world`) the best single-thread sgemm of one core,
-// measured by node-local rank 0 while the node's other ranks sleep, times cpu_cores_per_rank()
-// for the physical cores in the union of the node's ranks' affinity masks; averaged over ranks.
-PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world,
-                                const std::string& cuda_device_name = "");
+// `device_name` (the backend's: Backend::device_name()); on cpu (collective over `world`) the best
+// single-thread sgemm of one core, measured by node-local rank 0 while the node's other ranks
+// sleep, times cpu_cores_per_rank() for the physical cores in the union of the node's ranks'
+// affinity masks; averaged over ranks.
+PeakFlops peak_flops_per_device(const Config& cfg, MPI_Comm world, const std::string& device_name);
 
 // MFU = flops_per_token * tokens_per_s / (peak_per_device * ranks); -1 when the peak is unknown.
 double model_flops_utilization(double flops_per_token, double tokens_per_s, double peak_per_device,

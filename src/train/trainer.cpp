@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/collective.h"
 #include "parallel/device_comms.h"
+#include "train/console.h"
 #include "train/device_fit.h"
 #include "train/elastic_hooks.h"
 #include "train/signals.h"
@@ -77,7 +78,9 @@ void Trainer::build() {
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);
-    check_device_fit(cfg, *run_, pc.rank, free_b, total_b, be_->device_name());
+    device_estimate_ =
+        check_device_fit(cfg, *run_, pc.rank, free_b, total_b, be_->device_name()).total();
+    device_used_start_ = total_b - free_b;
   }
   const RankMemory mem = run_->memory(be_->traits());
   const std::string& ls = cfg.train.loss_scale;
@@ -158,7 +161,7 @@ void Trainer::log_step(const StepStats& s) {
   m.tokens_per_s = tokens / (s.step_ms / 1000.0);
   m.mfu =
       model_flops_utilization(flops_per_token_, m.tokens_per_s, peak_.per_device, pc_.world.size());
-  m.mem_peak_bytes = peak_rss_bytes();
+  m.mem_peak_bytes = mem_peak_bytes();
   m.time_ms = s.time_ms;
   m.loss_scale = s.loss_scale;
   m.skipped = s.skipped;
@@ -386,6 +389,26 @@ void Trainer::print_breakdown(int steps) {
                   pct(v[4]), 100.0 * (P - 1) / (V * m + P - 1), P, V, m);
     info(line);
   }
+}
+
+// cpu: the peak resident memory of the process. cuda: the device memory in use (total - free, as
+// cudaMemGetInfo reports it: the context and libraries included, as nvidia-smi counts a
+// process), the largest seen at a log point; every buffer is allocated before step 1, so after
+// it the figure no longer moves. The first time, rank 0 also reports what was allocated after
+// the fit check against the estimate that check made.
+uint64_t Trainer::mem_peak_bytes() {
+  if (be_->device() != Device::CUDA) return peak_rss_bytes();
+  size_t free_b = 0, total_b = 0;
+  be_->memory_info(&free_b, &total_b);
+  const uint64_t used = total_b - free_b;
+  if (device_used_peak_ == 0 && pc_.rank == 0)
+    info("device memory: ", format_bytes(double(used)),
+         " in use = ", format_bytes(double(device_used_start_)),
+         " at the fit check (context, libraries, GEMM workspace) + ",
+         format_bytes(double(used - std::min(used, device_used_start_))),
+         " since; the check's estimate for the latter: ", format_bytes(double(device_estimate_)));
+  device_used_peak_ = std::max(device_used_peak_, used);
+  return device_used_peak_;
 }
 
 }  // namespace loom

@@ -150,8 +150,12 @@ class Trainer {
   void print_banner();                // collective: resolved config, grid table, peak FLOP/s
   void print_summary(int last_step);  // collective: end-of-run summary (rank 0 prints)
   PeakFlops peak_;                    // per-device peak FLOP/s for MFU (0: unknown -> null)
-  Progress progress_;                 // rank 0: log points (ETA) and the logged losses
-  Stopwatch run_clock_;               // restarted by print_banner
+  // cuda: device memory in use before loom allocated (context, libraries), the fit check's
+  // estimate of what loom adds, and the most in use at a log point (mem_peak_bytes()).
+  uint64_t device_used_start_ = 0, device_estimate_ = 0, device_used_peak_ = 0;
+  uint64_t mem_peak_bytes();  // the metrics' mem_peak_bytes: host RSS on cpu, device on cuda
+  Progress progress_;         // rank 0: log points (ETA) and the logged losses
+  Stopwatch run_clock_;       // restarted by print_banner
 };
 
 }  // namespace loom

@@ -47,9 +47,11 @@ TEST_F(CudaBiasResidual, Fp32UnalignedPointers) {
   r1.insert(r1.end(), r.begin(), r.end());
   p1.insert(p1.end(), p.begin(), p.end());
   b1.insert(b1.end(), b.begin(), b.end());
-  DevBuf<float> dr(r1), dp(p1), db(b1), dout(n + 1);
+  // The output starts as a sentinel: the element before the unaligned start stays untouched.
+  DevBuf<float> dr(r1), dp(p1), db(b1), dout(std::vector<float>(n + 1, -7.0f));
   cuda::bias_residual(dout.get() + 1, dr.get() + 1, dp.get() + 1, db.get() + 1, s.N, s.C, nullptr);
   const auto got = dout.download();
+  EXPECT_EQ(got[0], -7.0f) << "written before the output's start";
   EXPECT_TRUE(bitwise_equal(std::vector<float>(got.begin() + 1, got.end()), want));
 }
 

@@ -65,6 +65,10 @@ void fill(LayerBufs<T>& b) {
   b.lnw.upload(convert<T>(randu(C, 7, 0.5f, 1.5f)));
   b.mean.upload(randu(N, 8));
   b.rstd.upload(randu(N, 9, 0.5f, 2.0f));
+  // The gradient accumulators start at zero, as the trainer's memset leaves them (the dW GEMMs
+  // and the LayerNorm and embedding backward add into them).
+  for (DevBuf<float>* g : {&b.dw1, &b.db1, &b.dw2, &b.db2, &b.lnw_g, &b.lnb_g, &b.dwte})
+    g->upload(std::vector<float>(g->size(), 0.0f));
   std::vector<int32_t> tok(N);
   for (int n = 0; n < N; n++) tok[n] = (n * 7) % 16;
   b.tok.upload(tok);

@@ -1,4 +1,5 @@
 // cuda twins of the GEMMs (cuBLASLt, row-major) and the linear layer vs the cpu twin (OpenBLAS).
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -110,8 +111,14 @@ TYPED_TEST(CudaLinearLowp, ForwardBackward) {
   cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IC, OC);
   cpu::gelu_forward(act.data(), y.data(), y.size());
   cpu::matmul_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, IC, OC);
+  // Outputs start as NaN: an element the GEMM leaves unwritten fails the comparison (and the
+  // buffers are initialised for compute-sanitizer's initcheck, which does not see the Hopper
+  // cuBLASLt kernels' bulk-copy stores).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
   DevBuf<T> hX(convert<T>(x)), hW(convert<T>(w)), hB(convert<T>(b)), hG(convert<T>(g)),
-      hY(y.size()), hPre(y.size()), hDx(dx.size());
+      hY(convert<T>(std::vector<float>(y.size(), nan))),
+      hPre(convert<T>(std::vector<float>(y.size(), nan))),
+      hDx(convert<T>(std::vector<float>(dx.size(), nan)));
   // The device accumulators start from zero, as dw and db did before the cpu backward above.
   DevBuf<float> dDw(std::vector<float>(dw.size(), 0.0f)), dDb(std::vector<float>(OC, 0.0f));
   for (bool with_bias : {true, false}) {

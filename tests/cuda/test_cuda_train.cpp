@@ -5,13 +5,20 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "kernels/cuda_device.h"
 #ifdef LOOM_CUDA_EMULATE
 #include "loom_emu/emulator.h"
 #endif
+#include "backend/peak_flops.h"
+#include "model/flops.h"
 #include "parallel/grid.h"
 #include "tests/parallel/equivalence_util.h"
+#include "train/device_fit.h"
 
 namespace loom {
 namespace {
@@ -93,6 +100,59 @@ TEST(CudaTrain, GraphStepsEqualPlainSteps) {
     for (const auto& [name, t] : a.weights)
       EXPECT_TRUE(b.weights.at(name).data == t.data) << dtype << ": " << name;
   }
+}
+
+// The metrics of a cuda run describe the device. MFU uses the datasheet peak of the GPU the run
+// is on, looked up by the device's name (the training banner once looked up an empty name, so
+// no cuda run logged MFU); the emulator takes an H100's name from LOOM_EMU_DEVICE_NAME, and a
+// real GPU outside the table is skipped. mem_peak_bytes is the device memory in use (it was
+// the host's RSS): at least the fp32 master weights, gradients and AdamW moments (16 bytes a
+// parameter), and in the emulation, which has no context or library allocations, at most the
+// fit check's estimate (an upper bound by construction: its reserve covers the libraries).
+TEST(CudaTrain, MetricsReportTheDevice) {
+  SKIP_WITHOUT_GPU();
+#ifdef LOOM_CUDA_EMULATE
+  setenv("LOOM_EMU_DEVICE_NAME", "NVIDIA H100 80GB HBM3", 1);
+#endif
+  Config c = tiny("cuda", "bf16");
+  c.train.steps = 2;
+  c.train.log_interval = 1;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("loom_metrics_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  c.run.dir = dir;
+  c.checkpoint.dir = dir + "/ckpt";
+  Grid grid(1, 1, 1, c.parallel.order);
+  auto pc = make_parallel_ctx(grid, MPI_COMM_SELF);
+  Trainer t(c, *pc, test::synthetic_samples(c.model.vocab_size, c.model.seq_len));
+  const std::string name = t.backend().device_name();
+  const double peak = cuda_peak_flops(name, "bf16");
+  if (peak <= 0) GTEST_SKIP() << "'" << name << "' is not in the peak table";
+  const double estimate = double(estimate_device_memory(t.run_layout()).total());
+  t.init_weights();
+  t.run();
+#ifdef LOOM_CUDA_EMULATE
+  unsetenv("LOOM_EMU_DEVICE_NAME");
+#endif
+  std::ifstream f(dir + "/metrics.jsonl");
+  int steps = 0;
+  for (std::string line; std::getline(f, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("step") || !j.contains("tokens_per_s")) continue;
+    ++steps;
+    ASSERT_TRUE(j["mfu"].is_number()) << line;
+    // MFU = flops/token x tokens/s / peak (one device).
+    const double want = j["tokens_per_s"].get<double>() * flops_per_token(c.model) / peak;
+    EXPECT_NEAR(j["mfu"].get<double>(), want, 1e-6 * want) << line;
+    const double mem = j["mem_peak_bytes"].get<double>();
+    EXPECT_GE(mem, 16.0 * double(count_params(c.model))) << line;
+#ifdef LOOM_CUDA_EMULATE
+    EXPECT_LE(mem, estimate) << line;
+#endif
+  }
+  EXPECT_EQ(steps, 2);
+  std::filesystem::remove_all(dir);
 }
 
 #ifdef LOOM_CUDA_EMULATE

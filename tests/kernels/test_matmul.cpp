@@ -1,6 +1,7 @@
 // matmul/gemm cpu twins against double references and central differences.
 #include <limits>
 
+#include "backend/blas_setup.h"
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
 
@@ -114,3 +115,23 @@ TEST(KernelMatmul, BackwardAccumulatesDwDbiasOverwritesDinp) {
                              OC);
   EXPECT_TRUE(bitwise_equal(dw2, dw0));
 }
+
+namespace loom {
+namespace {
+
+// ensure_fast_blas() re-executes /proc/self/exe; started as `ld.so PROGRAM ARGS` (the GPU
+// bundle's wrappers) that is the loader, which would then run ARGS[0] as the program. It must
+// recognise the loader by name and leave such a process alone.
+TEST(BlasSetup, RecognisesTheDynamicLoader) {
+  EXPECT_TRUE(is_dynamic_loader("/lib64/ld-linux-x86-64.so.2"));
+  EXPECT_TRUE(is_dynamic_loader("/opt/b/lib/ld-linux-x86-64.so.2"));
+  EXPECT_TRUE(is_dynamic_loader("ld-linux-aarch64.so.1"));
+  EXPECT_TRUE(is_dynamic_loader("/lib/ld-musl-x86_64.so.1"));
+  EXPECT_FALSE(is_dynamic_loader("/work/build/bin/loom"));
+  EXPECT_FALSE(is_dynamic_loader("/usr/bin/ld"));             // the linker, not a loader
+  EXPECT_FALSE(is_dynamic_loader("/opt/ld-tools/bin/loom"));  // only the file name counts
+  EXPECT_FALSE(is_dynamic_loader(""));
+}
+
+}  // namespace
+}  // namespace loom

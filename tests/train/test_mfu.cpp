@@ -60,7 +60,7 @@ TEST(Mfu, CudaTableByDeviceName) {
 TEST(Mfu, PeakPerDeviceFromConfigOrTable) {
   Config cfg;
   cfg.log.peak_flops = 123e12;
-  PeakFlops p = peak_flops_per_device(cfg, MPI_COMM_NULL);  // no MPI needed off the cpu path
+  PeakFlops p = peak_flops_per_device(cfg, MPI_COMM_NULL, "cpu");  // no MPI off the cpu path
   EXPECT_EQ(p.per_device, 123e12);
   EXPECT_EQ(p.source, "log.peak_flops");
 
