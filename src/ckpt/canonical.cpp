@@ -1,5 +1,5 @@
 // Canonical weights: shard-wise reads (HDF5 hyperslabs or safetensors blocks), and a chunked
-// gather-to-rank-0 writer of either format (ckpt/gather_chunks.h, ckpt/stream_writers.h).
+// gather-to-rank-0 writer of either format (ckpt/gather_chunks.h, ckpt/export_file.h).
 #include "ckpt/canonical.h"
 
 #include <algorithm>
@@ -11,13 +11,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/export_file.h"
 #include "ckpt/file_util.h"
 #include "ckpt/gather_chunks.h"
 #include "ckpt/hdf5_util.h"
 #include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/safetensors_index.h"
-#include "ckpt/stream_writers.h"
 #include "core/check.h"
 
 namespace loom {
@@ -110,36 +110,6 @@ void load_canonical(const std::string& path, const ParamLayout& layout, float* p
 }
 
 namespace {
-// Every canonical tensor of model m under its canonical name, sorted by name (file order).
-std::vector<OutTensor> canonical_outs(const ModelConfig& m) {
-  const ParamLayout whole(m, 1, 0, 1, 0);
-  std::vector<OutTensor> outs;
-  for (const ParamSpec& p : whole.params()) {
-    OutTensor t;
-    t.name = t.source = p.name;
-    t.shape = p.ndim == 1 ? std::vector<int64_t>{p.cols} : std::vector<int64_t>{p.rows, p.cols};
-    outs.push_back(std::move(t));
-  }
-  std::sort(outs.begin(), outs.end(),
-            [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
-  return outs;
-}
-
-// The Hugging Face LlamaForCausalLM tensors of llama model m (ckpt/hf_llama.h), sorted by name.
-std::vector<OutTensor> llama_hf_outs(const ModelConfig& m) {
-  const ParamLayout whole(m, 1, 0, 1, 0);
-  std::vector<OutTensor> outs;
-  for (const ParamSpec& p : whole.params())
-    for (const HfPiece& piece : llama_hf_pieces(m, p.name))
-      outs.push_back({piece.name, hf_piece_shape(p.rows, p.ndim, piece), p.name, piece.col0,
-                      piece.transposed});
-  std::sort(outs.begin(), outs.end(),
-            [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
-  for (size_t i = 1; i < outs.size(); ++i)
-    LOOM_CHECK(outs[i - 1].name != outs[i].name, "HF tensor ", outs[i].name, " twice");
-  return outs;
-}
-
 // Rank 0's outcome, made known to every rank: a rank with its own error rethrows it; the
 // others throw one line pointing at rank 0's message.
 void agree_with_root(std::exception_ptr err, ParallelCtx& pc, const std::string& path) {
@@ -196,38 +166,20 @@ std::string hf_gpt2_config_json(const ModelConfig& m) {
 
 void save_canonical(const std::string& path, const ParamLayout& layout, const float* params,
                     ParallelCtx& pc, const ModelConfig* model) {
-  const bool safetensors = is_safetensors_path(path), llama = layout.model().llama();
-  const std::vector<OutTensor> outs =
-      safetensors && llama ? llama_hf_outs(layout.model()) : canonical_outs(layout.model());
+  const std::vector<OutTensor> outs = export_outs(path, layout.model());
   // Rank 0 writes each chunk as it arrives: it never holds more than one chunk of the model.
-  std::unique_ptr<SafetensorsStreamWriter> st;
-  std::unique_ptr<Hdf5StreamWriter> h5w;
+  std::unique_ptr<ExportFile> file;
   std::exception_ptr err;
   try {
-    if (pc.rank == 0 && safetensors)  // "pt": the format transformers expects
-      st = std::make_unique<SafetensorsStreamWriter>(
-          path, outs, std::map<std::string, std::string>{{"format", "pt"}});
-    else if (pc.rank == 0)
-      h5w = std::make_unique<Hdf5StreamWriter>(path);
+    if (pc.rank == 0) file = std::make_unique<ExportFile>(path, outs);
   } catch (...) {
     err = std::current_exception();
   }
   agree_with_root(err, pc, path);
   try {
-    gather_chunks(outs, layout, params, pc, [&](size_t i, const Rect& r, const float* v) {
-      if (st)
-        st->write(v, size_t(r.rows * r.cols));
-      else
-        h5w->write(outs[i], r, v);
-    });
-    if (st) st->commit();
-    if (h5w) h5w->commit();
-    if (pc.rank == 0 && safetensors && model) {
-      const size_t slash = path.find_last_of('/');
-      const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-      write_text_file_atomic(dir + "config.json",
-                             llama ? hf_llama_config_json(*model) : hf_gpt2_config_json(*model));
-    }
+    gather_chunks(outs, layout, params, pc,
+                  [&](size_t i, const Rect& r, const float* v) { file->write(i, r, v); });
+    if (file) file->commit(model);
   } catch (...) {
     err = std::current_exception();
   }

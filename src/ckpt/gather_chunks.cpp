@@ -157,4 +157,13 @@ void gather_chunks(const std::vector<OutTensor>& outs, const ParamLayout& layout
   if (failed) std::rethrow_exception(failed);
 }
 
+void local_chunk(const OutTensor& t, const Rect& r, const ParamLayout& layout, const float* params,
+                 float* out) {
+  const ParamSpec* p = layout.find(t.source);
+  LOOM_CHECK(p != nullptr, "the layout holds no tensor ", t.source, " (for ", t.name, ")");
+  std::vector<char> wire;
+  pack(*p, layout.blocks(*p), params, source_rect(t, r), wire);
+  unpack(t, r, wire, out);
+}
+
 }  // namespace loom

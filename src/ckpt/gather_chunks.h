@@ -61,4 +61,10 @@ using ChunkSink = std::function<void(size_t out, const Rect& r, const float* val
 void gather_chunks(const std::vector<OutTensor>& outs, const ParamLayout& layout,
                    const float* params, ParallelCtx& pc, const ChunkSink& sink);
 
+// Chunk `r` of output `t` (rows x cols values into `out`) on a process whose `params` (laid out by
+// `layout`) hold every block of t's source tensor: the same pieces gather_chunks would send,
+// unpacked locally. InternalError when `layout` lacks the tensor or does not cover the chunk.
+void local_chunk(const OutTensor& t, const Rect& r, const ParamLayout& layout, const float* params,
+                 float* out);
+
 }  // namespace loom

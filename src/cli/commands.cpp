@@ -8,6 +8,7 @@
 #include "backend/cpu_threads.h"
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/export_checkpoint.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "parallel/parallel_ctx.h"
@@ -129,11 +130,7 @@ int cmd_export(const Args& a) {
   std::string dir = resolve_checkpoint_dir(a.operands[0]);
   Config cfg = checkpoint_config(dir);
   verify_checkpoint(dir, cfg.model);
-  ParamLayout layout(cfg.model, 1, 0, 1, 0);
-  std::vector<float> params(layout.total());
-  read_checkpoint_tensors(dir, layout, params.data(), nullptr, nullptr);
-  auto pc = make_parallel_ctx(Grid(1, 1, 1));
-  save_canonical(a.operands[1], layout, params.data(), *pc, &cfg.model);
+  export_checkpoint(dir, a.operands[1], cfg.model);  // one layer in memory at a time
   std::printf("loom export: %s -> %s (%lld parameters)\n", dir.c_str(), a.operands[1].c_str(),
               static_cast<long long>(count_params(cfg.model)));
   return 0;
