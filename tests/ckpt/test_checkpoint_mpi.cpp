@@ -112,6 +112,20 @@ TEST(Checkpoint, LlamaExactResume3DZero3) {
   expect_bitwise(joined, straight, "llama 3d zero3");
 }
 
+// Steps 11-20 of a resumed run r continue the uninterrupted single-rank run within the reorder
+// tolerance class (losses, and the weights, which have drifted apart since step 1).
+void expect_continues(const TrainRun& r, const TrainRun& straight, int d_model,
+                      const std::string& what) {
+  ASSERT_EQ(r.losses.size(), 10u) << what;
+  for (size_t i = 0; i < 10; ++i)
+    EXPECT_NEAR(r.losses[i], straight.losses[10 + i], test::kReorderLoss * straight.losses[10 + i])
+        << what << " step " << 11 + i;
+  double steps_lr = 0;
+  for (double lr : straight.lrs) steps_lr += lr;
+  const test::WorstTensor w = test::worst_in_steps(r.weights, straight.weights, d_model, steps_lr);
+  EXPECT_LE(w.value, test::kReorderWeightSteps) << what << ": " << w.name;
+}
+
 // Save at dp2xpp2xtp2 with ZeRO-1, resume on other layouts: the loss curve continues.
 void resharded_resume(const Config& base, const std::string& name) {
   const std::string dir = fresh_dir(name);
@@ -124,16 +138,39 @@ void resharded_resume(const Config& base, const std::string& name) {
     // Each target resumes from the same step-10 checkpoint (none of them saves).
     TrainRun r = train(with_layout(base, l.dp, l.pp, l.tp, l.zero, dir), 20, true);
     if (test::world_rank() != 0) continue;
-    ASSERT_EQ(r.losses.size(), 10u);
-    for (size_t i = 0; i < 10; ++i)
-      EXPECT_NEAR(r.losses[i], straight.losses[10 + i],
-                  test::kReorderLoss * straight.losses[10 + i])
-          << "dp" << l.dp << " pp" << l.pp << " tp" << l.tp << " step " << 11 + i;
-    double steps_lr = 0;  // the weights have drifted apart since step 1
-    for (double lr : straight.lrs) steps_lr += lr;
-    const test::WorstTensor w =
-        test::worst_in_steps(r.weights, straight.weights, base.model.d_model, steps_lr);
-    EXPECT_LE(w.value, test::kReorderWeightSteps) << w.name;
+    expect_continues(r, straight, base.model.d_model,
+                     str("dp", l.dp, " pp", l.pp, " tp", l.tp, " zero", l.zero));
+  }
+}
+
+// Sequence parallelism moves activations, not parameters or optimizer state: a run saved with it
+// (dp2 x pp2 x tp2, ZeRO 1) resumes bitwise on its own layout, and continues the single-rank
+// curve when resumed with SP on another tp, without SP on the same tp, and on one rank.
+TEST(Checkpoint, SequenceParallelResumes) {
+  const Config base = test::tiny_parallel_config();
+  const std::string dir = fresh_dir("sequence_parallel");
+  Config sp = with_layout(base, 2, 2, 2, 1, dir);
+  sp.parallel.sequence_parallel = true;
+  TrainRun straight_sp = train(sp, 20, false);
+  TrainRun first = train(sp, 10, false, 10);
+  TrainRun second = train(sp, 20, true);
+  if (test::world_rank() == 0) {
+    TrainRun joined{first.losses, {}, second.weights};
+    joined.losses.insert(joined.losses.end(), second.losses.begin(), second.losses.end());
+    expect_bitwise(joined, straight_sp, "sp exact resume");
+  }
+  TrainRun straight = train(with_layout(base, 1, 1, 1, 0, dir + "_ref"), 20, false);
+  struct L {
+    int dp, pp, tp, zero;
+    bool sp;
+  } targets[] = {{1, 1, 4, 0, true}, {2, 2, 2, 2, false}, {1, 1, 1, 0, false}};
+  for (const L& l : targets) {
+    Config c = with_layout(base, l.dp, l.pp, l.tp, l.zero, dir);
+    c.parallel.sequence_parallel = l.sp;
+    TrainRun r = train(c, 20, true);  // from the step-10 checkpoint saved with SP
+    if (test::world_rank() != 0) continue;
+    expect_continues(r, straight, base.model.d_model,
+                     str("dp", l.dp, " pp", l.pp, " tp", l.tp, l.sp ? " sp" : "", " zero", l.zero));
   }
 }
 

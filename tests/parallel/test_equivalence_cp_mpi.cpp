@@ -61,6 +61,16 @@ TEST(ContextParallel, WithTensorAndSequenceParallel) {
   check_layout({2, 1, 1, 2, 1, 0, "none", true}, test::tiny_llama_config(), "llama");
 }
 
+// cp2 x tp2 with ZeRO 1-3 (sharded over the two cp replicas) and both recompute modes.
+TEST(ContextParallel, WithTensorParallelZeroAndRecompute) {
+  check_layout({2, 1, 1, 2, 2, 1, "selective", true}, gpt2_config(), "gpt2");
+  check_layout({2, 1, 1, 2, 2, 2, "full"}, gpt2_config(), "gpt2");
+  check_layout({2, 1, 1, 2, 2, 3, "full", true}, gpt2_config(), "gpt2");
+  check_layout({2, 1, 1, 2, 1, 1, "full", true}, test::tiny_llama_config(), "llama");
+  check_layout({2, 1, 1, 2, 1, 2, "selective"}, test::tiny_llama_config(), "llama");
+  check_layout({2, 1, 1, 2, 1, 3, "selective", true}, test::tiny_llama_config(), "llama");
+}
+
 TEST(ContextParallel, WithPipelineZeroAndRecompute) {
   for (int zero = 1; zero <= 3; ++zero) {
     check_layout({2, 1, 2, 1, 1, zero}, gpt2_config(), "gpt2");  // tied across stages

@@ -1,6 +1,7 @@
 // loom plan with context parallelism: which cp the search takes, the ring's bytes and times,
 // the placement of the cp group, per-rank attention FLOPs, and the plans of a 32k-token Llama
-// (cp wins) and of GPT-2 at 1024 tokens (cp 1 wins) on one 8 x H100 node.
+// (cp wins) and of GPT-2 at 1024 tokens (cp 1 wins) on one 8 x H100 node; and a 70B-shaped Llama
+// at 8192 tokens on 1024 H100s, where sequence parallelism wins.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -213,6 +214,52 @@ TEST(PlanCp, ShortSequencesKeepCpOne) {
   for (const PlanEntry& e : p.valid) searched = searched || e.c.cp == 2;
   EXPECT_TRUE(searched);
   EXPECT_EQ(p.valid.front().c.cp, 1);
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+using namespace plan;
+
+// Sequence parallelism is chosen where it pays: a Llama-70B-shaped model (80 layers, d_model
+// 8192, 64 query over 8 kv heads, SwiGLU 28672) at 8192 tokens on 128 nodes of 8 H100s. The best
+// layout splits tensors over tp > 1 with SP (the norm and residual activations shrink by tp, and
+// the all-gather and reduce-scatter move what the all-reduce moved); the same layout without SP
+// either does not fit or is slower.
+TEST(PlanSp, LongSequencesOfALargeModelPickSequenceParallelism) {
+  std::vector<std::string> o = {"model.n_layer=80",
+                                "model.d_model=8192",
+                                "model.n_head=64",
+                                "model.n_kv_head=8",
+                                "model.ffn_hidden=28672",
+                                "model.seq_len=8192",
+                                "train.global_batch_size=512",
+                                "device=cuda",
+                                "train.dtype=bf16"};
+  const Config cfg = load_config(test::source_path("configs/llama3.2_1b.yaml"), o);
+  ASSERT_TRUE(config_errors(cfg).empty());
+  const ClusterSpec cl = load_cluster(test::source_path("configs/clusters/h100_80g_8x_128n.yaml"));
+  const Plan p = make_plan(plan_model(cfg, cl), cl);
+  ASSERT_FALSE(p.valid.empty());
+  print_top(p, "llama 70B shape, seq 8192, on 128 x 8 H100:", 4);
+  const Candidate& best = p.valid.front().c;
+  EXPECT_GT(best.tp, 1);
+  EXPECT_TRUE(best.sp);
+  auto same_without_sp = [&](const PlanEntry& e) {
+    return e.c.dp == best.dp && e.c.pp == best.pp && e.c.v == best.v && e.c.tp == best.tp &&
+           e.c.cp == best.cp && e.c.micro_batch == best.micro_batch && e.c.zero == best.zero &&
+           e.c.recompute == best.recompute && !e.c.sp;
+  };
+  bool found = false;
+  for (const PlanEntry& e : p.valid)
+    if (same_without_sp(e)) {
+      found = true;
+      EXPECT_GT(e.time.total, p.valid.front().time.total);
+    }
+  for (const PlanEntry& e : p.rejected) found = found || same_without_sp(e);
+  EXPECT_TRUE(found) << "the layout without SP was not searched";
 }
 
 }  // namespace
