@@ -78,18 +78,15 @@ void check_moe_layout(const Config& cfg, long long dp, Checker& c) {
       c.add(str("parallel.ep: ", p.ep, " with optimizer.zero_stage: ", cfg.optimizer.zero_stage,
                 " is not supported yet (the experts' optimizer state would need its own ",
                 "sharding group); set optimizer.zero_stage: 0"));
-    if (cfg.device != "cpu")
-      c.add(str("parallel.ep: ", p.ep, " with device: ", cfg.device, " is not supported yet ",
-                "(the all-to-all exchange runs through MPI on host buffers); set device: cpu"));
   }
   if (!cfg.model.is_moe()) return;
   if (cfg.device != "cpu" && cfg.device != "cuda")
     c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " needs device: cpu or cuda (",
               "the ", cfg.device, " backend has no MoE routing kernels); set device: cpu"));
   if (cfg.train.dtype != "fp32")
-    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with train.dtype: ",
-              cfg.train.dtype, " is not supported yet (the router runs in fp32); set ",
-              "train.dtype: fp32"));
+    c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts,
+              " with train.dtype: ", cfg.train.dtype,
+              " is not supported yet (the router runs in fp32); set ", "train.dtype: fp32"));
   if (cfg.train.cuda_graph)
     c.add(str("model.moe.num_experts: ", cfg.model.moe.num_experts, " with train.cuda_graph: ",
               "true cannot be captured (the host reads each layer's expert row counts); set ",

@@ -65,7 +65,6 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   describe_ += ")";
 }
 
-
 template <typename T>
 void Comm::all_reduce_impl(T* x, size_t n, ReduceOp op, MPI_Datatype type) {
   if (size_ == 1) return;
@@ -82,7 +81,6 @@ void Comm::all_reduce(float* x, size_t n, ReduceOp op) {
   all_reduce_impl(x, n, op, MPI_FLOAT);
 }
 void Comm::all_reduce(double* x, size_t n, ReduceOp op) { all_reduce_impl(x, n, op, MPI_DOUBLE); }
-
 
 void Comm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
   if (on_device()) {
@@ -198,10 +196,12 @@ void Comm::all_to_allv(const float* send, const std::vector<int>& scounts,
   LOOM_CHECK(
       scounts.size() == n && sdispls.size() == n && rcounts.size() == n && rdispls.size() == n,
       "all_to_allv sizes on ", describe_);
-  LOOM_CHECK(!on_device(), "all_to_allv on ", describe_, " takes host buffers (no device comm)");
   Blocked blocked(*this, "all_to_allv");
-  LOOM_MPI(MPI_Alltoallv(send, scounts.data(), sdispls.data(), MPI_FLOAT, recv, rcounts.data(),
-                         rdispls.data(), MPI_FLOAT, comm_));
+  if (on_device())
+    dev_->all_to_allv(send, scounts, sdispls, recv, rcounts, rdispls, DType::F32);
+  else
+    LOOM_MPI(MPI_Alltoallv(send, scounts.data(), sdispls.data(), MPI_FLOAT, recv, rcounts.data(),
+                           rdispls.data(), MPI_FLOAT, comm_));
   for (size_t r = 0; r < n; ++r)
     if (int(r) != rank_) bytes_ += size_t(scounts[r]) * sizeof(float);
 }

@@ -36,6 +36,13 @@ class DeviceComm {
   virtual void all_gather(const void* send, void* recv, size_t n, DType t) = 0;
   virtual void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
                            const std::vector<int>& displs, DType t) = 0;
+  // Rank r's scounts[r] elements at sdispls[r] of `send` go to rank r, which receives them at
+  // rdispls[me] of its `recv` (rcounts[me] of them); counts and offsets in elements of t. The
+  // expert-parallel exchange of Mixture-of-Experts rows.
+  virtual void all_to_allv(const void* send, const std::vector<int>& scounts,
+                           const std::vector<int>& sdispls, void* recv,
+                           const std::vector<int>& rcounts, const std::vector<int>& rdispls,
+                           DType t) = 0;
   virtual void broadcast(void* x, size_t bytes, int root) = 0;
   // Point-to-point as Comm's: send never blocks the host nor holds up later work on the compute
   // stream, and the caller may overwrite its buffer as soon as send returns (the data is
@@ -112,9 +119,9 @@ class Comm {
   // at displs[r] (counts may be 0).
   void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs);
-  // Rank r's send[sdispls[r], +scounts[r]) goes to every rank q, which receives it at
-  // recv[rdispls[r], +rcounts[r]) (Mixture of Experts: token rows to and from their experts).
-  // fp32 host buffers: a communicator with a DeviceComm refuses it.
+  // This rank's send[sdispls[q], +scounts[q]) goes to rank q, which receives it at its
+  // recv[rdispls[me], +rcounts[me]) (Mixture of Experts: token rows to and from their experts).
+  // fp32 buffers: host memory through MPI, or device memory through the attached DeviceComm.
   void all_to_allv(const float* send, const std::vector<int>& scounts,
                    const std::vector<int>& sdispls, float* recv, const std::vector<int>& rcounts,
                    const std::vector<int>& rdispls);

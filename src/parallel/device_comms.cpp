@@ -56,13 +56,24 @@ void attach_device_comms(ParallelCtx& pc, Backend& be) {
   for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
     if (c != &pc.dpcp || pc.grid.size(Axis::CP) > 1)
       c->set_device_comm(std::make_unique<HostStagedComm>(c->mpi(), c->describe(), be));
+  attach_expert_device_comms(pc, be);
+}
+
+void attach_expert_device_comms(ParallelCtx& pc, Backend& be) {
+  if (pc.ep <= 1 || pc.ep_group.device_comm() != nullptr) return;
+#ifdef LOOM_HAVE_NCCL
+  if (device_comm_kind() == DeviceCommKind::Nccl) return attach_nccl_experts(pc, be.stream());
+#endif
+  for (Comm* c : {&pc.ep_group, &pc.edp})
+    c->set_device_comm(std::make_unique<HostStagedComm>(c->mpi(), c->describe(), be));
 }
 
 void detach_device_comms(ParallelCtx& pc) {
 #ifdef LOOM_HAVE_NCCL
   if (device_comm_kind() == DeviceCommKind::Nccl) return detach_nccl(pc);
 #endif
-  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
+  for (Comm* c :
+       {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp, &pc.ep_group, &pc.edp})
     c->set_device_comm(nullptr);
 }
 

@@ -18,6 +18,9 @@ const char* device_comm_name(DeviceCommKind k);  // "nccl", "host"
 // device_comm_kind() on be's compute stream; the pp axis gets point-to-point. Collective: every
 // rank calls it, in the same order, after the backend is made on its device.
 void attach_device_comms(ParallelCtx& pc, Backend& be);
+// Expert parallelism (pc.ep > 1): the same for ep_group and edp, when they have none yet
+// (add_expert_comms may come after attach_device_comms). Collective: every rank calls it.
+void attach_expert_device_comms(ParallelCtx& pc, Backend& be);
 // Drops them (before the backend and its stream go).
 void detach_device_comms(ParallelCtx& pc);
 

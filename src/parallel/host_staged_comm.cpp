@@ -204,6 +204,37 @@ void HostStagedComm::all_gatherv(const void* send, void* recv, const std::vector
       be_.from_host(out + bdispls[r], out_.data() + bdispls[r], size_t(bcounts[r]));
 }
 
+// The send extent goes down to the host, MPI_Alltoallv moves it in bytes, and each peer's part
+// comes up to its place in recv.
+void HostStagedComm::all_to_allv(const void* send, const std::vector<int>& scounts,
+                                 const std::vector<int>& sdispls, void* recv,
+                                 const std::vector<int>& rcounts, const std::vector<int>& rdispls,
+                                 DType t) {
+  const size_t n = size_t(size_), es = dtype_size(t);
+  LOOM_CHECK(
+      scounts.size() == n && sdispls.size() == n && rcounts.size() == n && rdispls.size() == n,
+      "all_to_allv on ", what_, ": counts and displs for ", n, " ranks");
+  std::vector<int> bsc(n), bsd(n), brc(n), brd(n);
+  size_t sext = 0, rext = 0;
+  for (size_t r = 0; r < n; ++r) {
+    LOOM_CHECK(scounts[r] >= 0 && sdispls[r] >= 0 && rcounts[r] >= 0 && rdispls[r] >= 0,
+               "all_to_allv on ", what_, ": negative count or offset for rank ", r);
+    bsc[r] = count_of(size_t(scounts[r]) * es, what_),
+    bsd[r] = count_of(size_t(sdispls[r]) * es, what_);
+    brc[r] = count_of(size_t(rcounts[r]) * es, what_),
+    brd[r] = count_of(size_t(rdispls[r]) * es, what_);
+    if (bsc[r] > 0) sext = std::max(sext, size_t(bsd[r]) + size_t(bsc[r]));
+    if (brc[r] > 0) rext = std::max(rext, size_t(brd[r]) + size_t(brc[r]));
+  }
+  down(host_, send, sext);
+  out_.resize(std::max<size_t>(rext, 1));
+  LOOM_MPI(MPI_Alltoallv(host_.data(), bsc.data(), bsd.data(), MPI_BYTE, out_.data(), brc.data(),
+                         brd.data(), MPI_BYTE, comm_));
+  char* out = static_cast<char*>(recv);
+  for (size_t r = 0; r < n; ++r)
+    if (brc[r] > 0) be_.from_host(out + brd[r], out_.data() + brd[r], size_t(brc[r]));
+}
+
 void HostStagedComm::broadcast(void* x, size_t bytes, int root) {
   if (bytes == 0 || size_ == 1) return;
   const int cnt = count_of(bytes, what_);

@@ -48,6 +48,9 @@ class HostStagedComm : public DeviceComm {
   void all_gather(const void* send, void* recv, size_t n, DType t) override;
   void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs, DType t) override;
+  void all_to_allv(const void* send, const std::vector<int>& scounts,
+                   const std::vector<int>& sdispls, void* recv, const std::vector<int>& rcounts,
+                   const std::vector<int>& rdispls, DType t) override;
   void broadcast(void* x, size_t bytes, int root) override;
   void send(const void* x, size_t n, DType t, int peer, Ring way) override;
   void recv(void* x, size_t n, DType t, int peer, Ring way) override;

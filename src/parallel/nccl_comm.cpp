@@ -232,6 +232,44 @@ void NcclComm::all_gatherv(const void* send, void* recv, const std::vector<int>&
   m.check(first != ncclSuccess ? first : end, "ncclBroadcast (all_gatherv)", m.comm);
 }
 
+// One NCCL group of a send and a receive per peer (NCCL's own all-to-all pattern); the rank's
+// own part is a device copy.
+void NcclComm::all_to_allv(const void* send, const std::vector<int>& scounts,
+                           const std::vector<int>& sdispls, void* recv,
+                           const std::vector<int>& rcounts, const std::vector<int>& rdispls,
+                           DType t) {
+  Impl& m = *impl_;
+  const size_t n = size_t(m.size), es = dtype_size(t);
+  LOOM_CHECK(
+      scounts.size() == n && sdispls.size() == n && rcounts.size() == n && rdispls.size() == n,
+      "all_to_allv on ", m.what, ": counts and displs for ", n, " ranks");
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  const size_t me = size_t(m.rank);
+  LOOM_CHECK(scounts[me] == rcounts[me], "all_to_allv on ", m.what, ": ", scounts[me],
+             " elements to itself, ", rcounts[me], " expected");
+  if (scounts[me] > 0)
+    m.cuda(cudaMemcpyAsync(out + size_t(rdispls[me]) * es, in + size_t(sdispls[me]) * es,
+                           size_t(scounts[me]) * es, cudaMemcpyDeviceToDevice, m.stream),
+           "cudaMemcpyAsync (all_to_allv)");
+  if (m.size == 1) return;
+  m.check(ncclGroupStart(), "ncclGroupStart (all_to_allv)", m.comm);
+  ncclResult_t first = ncclSuccess;
+  for (size_t r = 0; r < n; ++r) {
+    if (r == me) continue;
+    ncclResult_t rc = ncclSuccess;
+    if (scounts[r] > 0)
+      rc = ncclSend(in + size_t(sdispls[r]) * es, size_t(scounts[r]) * es, ncclUint8, int(r),
+                    m.comm, m.stream);
+    if (rc == ncclSuccess && rcounts[r] > 0)
+      rc = ncclRecv(out + size_t(rdispls[r]) * es, size_t(rcounts[r]) * es, ncclUint8, int(r),
+                    m.comm, m.stream);
+    if (first == ncclSuccess) first = rc;
+  }
+  const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after an error
+  m.check(first != ncclSuccess ? first : end, "ncclSend/ncclRecv (all_to_allv)", m.comm);
+}
+
 void NcclComm::broadcast(void* x, size_t bytes, int root) {
   Impl& m = *impl_;
   if (bytes == 0) return;
@@ -252,10 +290,21 @@ void attach_nccl(ParallelCtx& pc, void* stream) {
   if (pc.grid.size(Axis::CP) > 1)
     pc.dpcp.set_device_comm(
         std::make_unique<NcclComm>(pc.dpcp.mpi(), pc.dpcp.describe(), stream, false));
+  attach_nccl_experts(pc, stream);
+}
+
+void attach_nccl_experts(ParallelCtx& pc, void* stream) {
+  if (pc.ep <= 1 || pc.ep_group.device_comm() != nullptr) return;
+  // Expert parallelism: the all-to-all group and the expert replicas (their gradients).
+  pc.ep_group.set_device_comm(
+      std::make_unique<NcclComm>(pc.ep_group.mpi(), pc.ep_group.describe(), stream, false));
+  pc.edp.set_device_comm(
+      std::make_unique<NcclComm>(pc.edp.mpi(), pc.edp.describe(), stream, false));
 }
 
 void detach_nccl(ParallelCtx& pc) {
-  for (Comm* c : {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp})
+  for (Comm* c :
+       {&pc.world, &pc.dp, &pc.pp, &pc.tp, &pc.embed, &pc.cp, &pc.dpcp, &pc.ep_group, &pc.edp})
     c->set_device_comm(nullptr);
 }
 

@@ -39,6 +39,9 @@ class NcclComm : public DeviceComm {
   void all_gather(const void* send, void* recv, size_t n, DType t) override;
   void all_gatherv(const void* send, void* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs, DType t) override;
+  void all_to_allv(const void* send, const std::vector<int>& scounts,
+                   const std::vector<int>& sdispls, void* recv, const std::vector<int>& rcounts,
+                   const std::vector<int>& rdispls, DType t) override;
   void broadcast(void* x, size_t bytes, int root) override;
   void send(const void* x, size_t n, DType t, int peer, Ring way) override;
   void recv(void* x, size_t n, DType t, int peer, Ring way) override;
@@ -59,6 +62,9 @@ class NcclComm : public DeviceComm {
 // one rank throws InternalError there while others may wait inside NCCL, and main's abort_job
 // then ends the job (a hang inside NCCL's set-up is caught by the communication watchdog).
 void attach_nccl(ParallelCtx& pc, void* stream);
+// The same for the expert-parallel communicators (ep_group, edp) when pc.ep > 1 and they have
+// none yet (add_expert_comms made them after attach_nccl). Collective over the world.
+void attach_nccl_experts(ParallelCtx& pc, void* stream);
 // Drops the NcclComms of pc (before the compute stream they use is destroyed).
 void detach_nccl(ParallelCtx& pc);
 

@@ -75,6 +75,9 @@ void Trainer::build() {
     if (be_->device() == Device::CUDA && pc.world.device_comm() == nullptr)
       attach_device_comms(pc, *be_);
   }
+  // The expert communicators made above when the caller attached the others before.
+  if (be_->device() == Device::CUDA && pc.world.device_comm() != nullptr)
+    attach_expert_device_comms(pc, *be_);
   if (be_->device() == Device::CUDA) {  // estimate before allocating: one clear error
     size_t free_b = 0, total_b = 0;
     be_->memory_info(&free_b, &total_b);

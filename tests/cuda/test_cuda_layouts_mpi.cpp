@@ -48,6 +48,7 @@ struct Layout {
   int dp, pp, tp, zero, v;
   bool sp;
   int cp = 1;  // parallel.cp: the ring attention's transfers go around the cp axis
+  int ep = 1;  // parallel.ep: the experts split over runs of ep data-parallel ranks
 };
 
 void check_layout(const Layout& l, const Config& base, const std::string& what) {
@@ -58,12 +59,14 @@ void check_layout(const Layout& l, const Config& base, const std::string& what) 
   c.parallel.virtual_stages = l.v;
   c.parallel.sequence_parallel = l.sp;
   c.parallel.cp = l.cp;
+  c.parallel.ep = l.ep;
   c.parallel.micro_batch_size = 1;
   c.optimizer.zero_stage = l.zero;
   const std::string name = what + " cuda dp" + std::to_string(l.dp) + "xpp" + std::to_string(l.pp) +
                            (l.v > 1 ? "(v" + std::to_string(l.v) + ")" : "") + "xtp" +
                            std::to_string(l.tp) + " zero" + std::to_string(l.zero) +
-                           (l.sp ? " sp" : "") + (l.cp > 1 ? " cp" + std::to_string(l.cp) : "");
+                           (l.sp ? " sp" : "") + (l.cp > 1 ? " cp" + std::to_string(l.cp) : "") +
+                           (l.ep > 1 ? " ep" + std::to_string(l.ep) : "");
   test::expect_equals_single_rank(c, base, name);
 }
 
@@ -91,6 +94,9 @@ TEST(CudaLayouts, Llama) {
 // Mixture of Experts (docs/moe.md): 4 experts, top-2, a capacity that drops (1.25 over seq_len 8
 // keeps 5 of a sequence's 16 assignments per expert). tp2 with sequence parallelism sums the
 // gate gradient over TP on the device; the 8-rank grid adds data and pipeline parallelism.
+// Expert parallelism moves the rows all-to-all through the device communicators and sums the
+// experts' gradients over the expert replicas: dp2 x ep2, dp4 x ep4 x tp2 with SP (each rank
+// one expert), dp2 x pp2 x tp2 x ep2.
 TEST(CudaLayouts, Gpt2Moe) {
   Config base = gpt2();
   base.model.moe.num_experts = 4;
@@ -98,7 +104,9 @@ TEST(CudaLayouts, Gpt2Moe) {
   base.model.moe.capacity_factor = 1.25;
   base.model.moe.aux_loss_coef = 0.01;
   base.model.moe.z_loss_coef = 0.001;
-  for (const Layout& l : {Layout{1, 1, 2, 0, 1, true}, Layout{2, 2, 2, 1, 1, false}})
+  for (const Layout& l : {Layout{1, 1, 2, 0, 1, true}, Layout{2, 2, 2, 1, 1, false},
+                          Layout{2, 1, 1, 0, 1, false, 1, 2}, Layout{4, 1, 2, 0, 1, true, 1, 4},
+                          Layout{2, 2, 2, 0, 1, false, 1, 2}})
     check_layout(l, base, "gpt2 moe");
 }
 

@@ -129,7 +129,9 @@ TEST(CudaTrain, MetricsReportTheDevice) {
   const std::string name = t.backend().device_name();
   const double peak = cuda_peak_flops(name, "bf16");
   if (peak <= 0) GTEST_SKIP() << "'" << name << "' is not in the peak table";
+#ifdef LOOM_CUDA_EMULATE
   const double estimate = double(estimate_device_memory(t.run_layout()).total());
+#endif
   t.init_weights();
   t.run();
 #ifdef LOOM_CUDA_EMULATE

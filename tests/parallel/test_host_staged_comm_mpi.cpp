@@ -1,6 +1,7 @@
-// HostStagedComm under mpirun -np 4: every collective on fp32, fp64, int32, bf16 and fp16
-// buffers, and the pipeline p2p on rings of 2, 3 and 4 (both ways, the wrap, buffers reused at
-// once), on the cpu backend and, where the cuda backend runs (a GPU or the emulation), on it.
+// HostStagedComm under mpirun -np 4: every collective (the all-to-all too) on fp32, fp64, int32,
+// bf16 and fp16 buffers, and the pipeline p2p on rings of 2, 3 and 4 (both ways, the wrap, buffers
+// reused at once), on the cpu backend and, where the cuda backend runs (a GPU or the emulation), on
+// it.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -110,6 +111,25 @@ TEST(HostStagedComm, Collectives) {
     void* mine = d.buf(std::vector<float>(size_t(std::max(r, 1)), float(r)));
     c.all_gatherv(mine, gv, counts, displs, DType::F32);
     EXPECT_EQ(d.get<float>(gv, 7), (std::vector<float>{-1, 1, 2, 2, 3, 3, 3}));
+    // all_to_allv: rank r sends q + 1 values 100 r + q to rank q (packed in q order); rank q
+    // receives them from every r in r order, each at a slot one element after the last, so
+    // gaps stay as they were.
+    std::vector<int> sc(4), sd(4), rc(4), rd(4);
+    std::vector<float> out;
+    for (int q = 0, at = 0; q < 4; ++q) {
+      sc[size_t(q)] = q + 1, sd[size_t(q)] = at, at += q + 1;
+      out.insert(out.end(), size_t(q + 1), float(100 * r + q));
+    }
+    for (int src = 0; src < 4; ++src) rc[size_t(src)] = r + 1, rd[size_t(src)] = src * (r + 2);
+    void* a2a_in = d.buf(out);
+    void* a2a_out = d.buf(std::vector<float>(size_t(4 * (r + 2)), -1.0f));
+    c.all_to_allv(a2a_in, sc, sd, a2a_out, rc, rd, DType::F32);
+    std::vector<float> want;
+    for (int src = 0; src < 4; ++src) {
+      want.insert(want.end(), size_t(r + 1), float(100 * src + r));
+      want.push_back(-1.0f);
+    }
+    EXPECT_EQ(d.get<float>(a2a_out, want.size()), want);
     // broadcast from rank 3.
     void* b = d.buf(std::vector<int32_t>{r, 7 * r});
     c.broadcast(b, 2 * sizeof(int32_t), 3);
