@@ -49,7 +49,7 @@ export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:exitcode=0"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# Left out: the 1024-GPU plan search (PlanScale), about 43,000 layouts whose every small
+# Left out: the 1024-GPU plan searches (PlanScale), up to 43,000 layouts whose every small
 # allocation records a 64-frame stack here (some 20 minutes); every other plan test runs the same
 # search code on smaller clusters.
 status=0
