@@ -122,7 +122,7 @@ std::string layout_args(const plan::Candidate& c) {
              " --set parallel.cp=", c.cp, " --set parallel.virtual_stages=", c.v,
              " --set parallel.micro_batch_size=", c.micro_batch,
              " --set parallel.sequence_parallel=", c.sp ? "true" : "false",
-             " --set optimizer.zero_stage=", c.zero,
+             " --set parallel.ep=", c.ep, " --set optimizer.zero_stage=", c.zero,
              " --set train.recompute=", plan::recompute_name(c.recompute));
 }
 

@@ -49,6 +49,13 @@ AxisTraffic sequence_parallel_tp(const PlanModel& pm, const Candidate& c, const 
 }
 }  // namespace
 
+uint64_t expert_exchange_bytes(const PlanModel& pm, const Candidate& c) {
+  const ModelConfig& m = pm.model;
+  if (c.ep <= 1 || !m.is_moe()) return 0;
+  const uint64_t rows = rank_tokens(pm, c) * uint64_t(m.moe.top_k);
+  return rows * uint64_t(c.ep - 1) / uint64_t(c.ep) * uint64_t(m.d_model) * uint64_t(pm.prec.act);
+}
+
 CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const StageShape& sh,
                             int microbatches, int dp_rank) {
   const uint64_t m = uint64_t(microbatches), L = uint64_t(sh.num_layers);
@@ -87,6 +94,14 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     v.cp.bytes = m * L * (fwd + bwd + again);
     v.cp.calls =
         int64_t(m * L * ((c.recompute == Recompute::Full ? 3 : 2) * (b.hops - 1) + b.hops));
+  }
+  if (c.ep > 1 && pm.model.is_moe()) {
+    // Per MoE layer and micro-batch: the rows to their experts and back forward, the gradients
+    // of both backward; a full recompute exchanges the forward's again.
+    const uint64_t per = c.recompute == Recompute::Full ? 6 : 4;
+    v.ep.bytes = m * L * per * expert_exchange_bytes(pm, c);
+    v.ep.calls = int64_t(m * L * per);
+    v.exact = false;
   }
   const bool tied = sh.tied_across_stages && sh.wte > 0;
   if (replicas > 1) {  // the gradient replicas: dp x cp ranks of the same (pp, tp)
@@ -186,9 +201,27 @@ Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& or
     p.embed.bytes_per_s = spans ? cl.inter_node.bytes_per_s() : cl.intra_node.bytes_per_s();
     p.embed.latency_s = spans ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
   }
+  // The expert-parallel group: ep consecutive dp ranks of the same (pp, tp, cp).
+  p.ep = p.dp;
+  p.ep.size = c.ep;
+  if (c.ep > 1) {
+    bool spans = false;
+    int per_node = 0;
+    for (int r = 0; r < g.size(); ++r) {
+      Coord base = g.coord_of(r);
+      const bool in_group0 = base.dp < c.ep && base.pp == 0 && base.tp == 0 && base.cp == 0;
+      base.dp -= base.dp % c.ep;
+      spans = spans || g.rank_of(base) / cl.gpus_per_node != r / cl.gpus_per_node;
+      if (in_group0 && r / cl.gpus_per_node == 0) ++per_node;
+    }
+    const double intra = cl.intra_node.bytes_per_s(), inter = cl.inter_node.bytes_per_s();
+    p.ep.spans_nodes = spans;
+    p.ep.bytes_per_s = spans ? std::min(intra, inter * std::max(1, per_node)) : intra;
+    p.ep.latency_s = spans ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
+  }
   const int world = c.world();
-  const double lat = world > cl.gpus_per_node ? cl.inter_node.latency_s()
-                                              : cl.intra_node.latency_s();
+  const double lat =
+      world > cl.gpus_per_node ? cl.inter_node.latency_s() : cl.intra_node.latency_s();
   p.world_latency_s = world > 1 ? 2.0 * std::ceil(std::log2(double(world))) * lat : 0.0;
   return p;
 }
@@ -203,6 +236,11 @@ double gather_s(const AxisLink& l, double bytes, int64_t calls) {
   if (l.size <= 1 || calls <= 0) return 0;
   const double n = l.size;
   return double(calls) * (n - 1) * l.latency_s + (n - 1) / n * bytes / l.bytes_per_s;
+}
+
+double all_to_all_s(const AxisLink& l, double bytes, int64_t calls) {
+  if (l.size <= 1 || calls <= 0) return 0;
+  return double(calls) * (l.size - 1) * l.latency_s + bytes / l.bytes_per_s;
 }
 
 double p2p_s(const AxisLink& l, double bytes, int64_t calls) {

@@ -21,10 +21,16 @@ struct AxisTraffic {
 // dp: the gradient replicas' traffic (the dp x cp ranks of the same (pp, tp)); cp: the ring
 // attention's point-to-point sends. Exact for the cpu backend; a size-1 axis counts nothing, as
 // in loom.
+// ep: the Mixture of Experts' all-to-all exchanges of token rows (expected bytes under uniform
+// routing: they depend on where the router sends each token, so never exact).
 struct CommVolume {
-  AxisTraffic tp, pp, dp, cp, embed, world;
+  AxisTraffic tp, pp, dp, cp, ep, embed, world;
   bool exact = false;
 };
+// One rank's all-to-all traffic of one MoE layer and micro-batch in one direction (dispatch or
+// combine): its N x top_k assignments, of which (ep-1)/ep go to other ranks under uniform
+// routing, C values each in the act dtype (drops by a capacity are not counted).
+uint64_t expert_exchange_bytes(const PlanModel& pm, const Candidate& c);
 // One exchange of the ring attention of one layer and micro-batch: `hops` = cp steps; the
 // (N, 2*KV*D) [k | v] block of this rank's N = micro_batch x seq_len/cp rows in the act dtype
 // (kv bytes) and its fp32 gradient (dkv bytes).
@@ -47,6 +53,7 @@ struct AxisLink {
 };
 struct Placement {
   AxisLink tp, pp, cp;
+  AxisLink ep;  // the ep consecutive data-parallel ranks that split the experts
   AxisLink dp;  // the gradient replicas: the dp x cp ranks of the same (pp, tp)
   AxisLink embed;
   double world_latency_s = 0;  // one tiny world all-reduce (tree: 2 log2(world) hops)
@@ -60,5 +67,8 @@ Placement place(const ClusterSpec& cl, const Candidate& c, const std::string& or
 double all_reduce_s(const AxisLink& l, double bytes, int64_t calls);
 double gather_s(const AxisLink& l, double bytes, int64_t calls);
 double p2p_s(const AxisLink& l, double bytes, int64_t calls);
+// An all-to-all of `calls` exchanges in which this rank sends `bytes` in all to the other
+// members: each call waits for its n-1 peers' latency, the bytes cross the link once.
+double all_to_all_s(const AxisLink& l, double bytes, int64_t calls);
 
 }  // namespace loom::plan

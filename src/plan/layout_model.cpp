@@ -20,11 +20,13 @@ Precision precision_of(const std::string& dtype) {
   return p;
 }
 
-std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v) {
+std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v, int ep) {
   std::vector<StageShape> out;
   out.reserve(size_t(pp));
-  // TP rank 0 stands for the stage: every TP rank holds the same number of elements.
-  for (int s = 0; s < pp; ++s) out.push_back(stage_params(ParamLayout(m, tp, 0, pp, s, v, {})));
+  // TP rank 0 stands for the stage: every TP (and expert-parallel) rank holds the same number of
+  // elements.
+  for (int s = 0; s < pp; ++s)
+    out.push_back(stage_params(ParamLayout(m, tp, 0, pp, s, v, {}, ep, 0)));
   return out;
 }
 

@@ -25,6 +25,7 @@ struct Candidate {
   int zero = 0;
   Recompute recompute = Recompute::None;
   bool sp = false;  // parallel.sequence_parallel (tp > 1 only)
+  int ep = 1;       // parallel.ep: data-parallel ranks splitting a Mixture of Experts' experts
   int world() const { return dp * pp * tp * cp; }
   int replicas() const { return dp * cp; }  // ranks summing gradients, sharing ZeRO's shards
 };
@@ -43,10 +44,10 @@ Precision precision_of(const std::string& dtype);
 // What the plan takes from a config: the model, the global batch, schedule and rank order.
 struct PlanModel {
   ModelConfig model;
-  int global_batch = 1;            // sequences per optimizer step (train.global_batch_size)
+  int global_batch = 1;  // sequences per optimizer step (train.global_batch_size)
   ScheduleKind schedule = ScheduleKind::OneFOneB;  // parallel.schedule
-  std::string order = "tp-dp-pp";  // parallel.order: placement of ranks on nodes
-  std::string device = "cpu";      // the backend modelled: cpu (exact accounting) or cuda
+  std::string order = "tp-dp-pp";                  // parallel.order: placement of ranks on nodes
+  std::string device = "cpu";  // the backend modelled: cpu (exact accounting) or cuda
   Precision prec;
   bool overlap = false;  // parallel.overlap: second staging/working/receive buffers
   // The search bounds: virtual stages up to max_virtual_stages (interleaved 1F1B, pp > 1), and
@@ -69,7 +70,8 @@ using StageShape = ::loom::StageParams;
 
 // One StageShape per pipeline stage (layers split as loom splits them: even, extra layers to the
 // earlier stages). Needs pp <= n_layer and tp dividing n_head and d_model.
-// With v > 1 each stage holds v equal chunks (needs n_layer % (pp*v) == 0).
-std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v = 1);
+// With v > 1 each stage holds v equal chunks (needs n_layer % (pp*v) == 0); with ep > 1 a rank
+// holds E/ep of each layer's experts.
+std::vector<StageShape> stage_shapes(const ModelConfig& m, int tp, int pp, int v = 1, int ep = 1);
 
 }  // namespace loom::plan

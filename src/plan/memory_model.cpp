@@ -11,7 +11,7 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
                    const std::vector<int>& slots, int dp_rank, int microbatches = 1) {
   MemorySpec s;
   s.params = sh;
-  s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp, c.sp, c.cp), slots,
+  s.stage = stage_shape_spec(sh, block_dims(pm.model, c.micro_batch, c.tp, c.sp, c.cp, c.ep), slots,
                              c.recompute);
   s.dp = c.replicas();  // ZeRO shards over the dp x cp ranks holding the same parameters
   s.dp_rank = dp_rank;

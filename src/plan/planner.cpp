@@ -101,7 +101,17 @@ void plan_candidate(Plan& plan, const PlanModel& pm, const ClusterSpec& cl, cons
 
 bool cp_searched(const PlanModel& pm, int cp) {
   const int T = pm.model.seq_len;
+  if (pm.model.is_moe()) return cp == 1;  // loom refuses context parallelism with experts
   return cp == 1 || (cp > 1 && T % (2 * cp) == 0 && T / (2 * cp) >= pm.min_cp_chunk);
+}
+
+std::vector<int> experts_searched(const PlanModel& pm, int dp) {
+  std::vector<int> out{1};
+  const int E = pm.model.moe.num_experts;
+  if (!pm.model.is_moe()) return out;
+  for (int ep = 2; ep <= std::min(dp, E); ++ep)
+    if (dp % ep == 0 && E % ep == 0) out.push_back(ep);
+  return out;
 }
 
 std::vector<int> virtual_stages_searched(const PlanModel& pm, int pp) {
@@ -121,8 +131,8 @@ std::vector<std::string> config_errors(const Config& cfg) {
   c.parallel.virtual_stages = 1;  // searched per candidate (make_plan)
   std::vector<std::string> out;
   for (const std::string& e : validate(c, 0)) {
-    for (const char* key : {"model.", "train.global_batch_size", "parallel.schedule",
-                            "parallel.order"})
+    for (const char* key :
+         {"model.", "train.global_batch_size", "parallel.schedule", "parallel.order"})
       if (e.rfind(key, 0) == 0) {
         out.push_back(e);
         break;
@@ -181,37 +191,41 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
           plan.rejected.push_back(e);
           continue;
         }
-        const Placement where = place(cl, g, pm.order);
-        for (int v : virtual_stages_searched(pm, pp)) {
-          const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp, v);
-          for (int mb : divisors(pm.global_batch / g.dp)) {
-            const int m = pm.global_batch / (g.dp * mb);
-            if (v > 1 && m % pp != 0) continue;  // interleaving: micro-batches in groups of pp
-            std::vector<std::vector<int>> slots;
-            for (int s = 0; s < pp; ++s) slots.push_back(chunk_slots(pm.schedule, pp, s, m, v));
-            for (int r = 0; r < 3 * 2; ++r) {
-              // Sequence parallelism too where tp > 1 and the micro-batch's rows on this rank
-              // split over tp.
-              const bool sp = r % 2 == 1;
-              if (sp && (tp == 1 || int64_t(mb) * (pm.model.seq_len / cp) % tp != 0)) continue;
-              // Selective recompute only where attention keeps its probabilities (cpu without
-              // cp); elsewhere it keeps the log-sum-exp and selective is the same run as none.
-              if (modes[r / 2] == Recompute::Selective &&
-                  !attention_keeps_probabilities(pm.traits(),
-                                                 block_dims(pm.model, mb, tp, false, cp)))
-                continue;
-              Candidate c = g;
-              c.v = v, c.micro_batch = mb, c.recompute = modes[r / 2], c.sp = sp;
-              std::vector<StageArenas> arenas;  // the same for every ZeRO stage
-              for (const StageShape& sh : shapes)
-                arenas.push_back(stage_arenas(pm, c, sh, slots[size_t(sh.stage)]));
-              for (int zero = 0; zero <= (g.replicas() > 1 ? 3 : 0); ++zero) {
-                c.zero = zero;
-                plan_candidate(plan, pm, cl, c, shapes, slots, arenas, m, where);
+        for (int ep : experts_searched(pm, g.dp))
+          for (int v : virtual_stages_searched(pm, pp)) {
+            g.ep = ep;
+            const Placement where = place(cl, g, pm.order);
+            const std::vector<StageShape> shapes = stage_shapes(pm.model, tp, pp, v, ep);
+            for (int mb : divisors(pm.global_batch / g.dp)) {
+              const int m = pm.global_batch / (g.dp * mb);
+              if (v > 1 && m % pp != 0) continue;  // interleaving: micro-batches in groups of pp
+              std::vector<std::vector<int>> slots;
+              for (int s = 0; s < pp; ++s) slots.push_back(chunk_slots(pm.schedule, pp, s, m, v));
+              for (int r = 0; r < 3 * 2; ++r) {
+                // Sequence parallelism too where tp > 1 and the micro-batch's rows on this rank
+                // split over tp.
+                const bool sp = r % 2 == 1;
+                if (sp && (tp == 1 || int64_t(mb) * (pm.model.seq_len / cp) % tp != 0)) continue;
+                // Selective recompute only where attention keeps its probabilities (cpu without
+                // cp); elsewhere it keeps the log-sum-exp and selective is the same run as none.
+                if (modes[r / 2] == Recompute::Selective &&
+                    !attention_keeps_probabilities(pm.traits(),
+                                                   block_dims(pm.model, mb, tp, false, cp)))
+                  continue;
+                Candidate c = g;
+                c.v = v, c.micro_batch = mb, c.recompute = modes[r / 2], c.sp = sp;
+                std::vector<StageArenas> arenas;  // the same for every ZeRO stage
+                for (const StageShape& sh : shapes)
+                  arenas.push_back(stage_arenas(pm, c, sh, slots[size_t(sh.stage)]));
+                // ZeRO 1-3 shard over one group; the experts would need their own (loom refuses
+                // them with ep > 1).
+                for (int zero = 0; zero <= (g.replicas() > 1 && ep == 1 ? 3 : 0); ++zero) {
+                  c.zero = zero;
+                  plan_candidate(plan, pm, cl, c, shapes, slots, arenas, m, where);
+                }
               }
             }
           }
-        }
       }
   auto faster = [](const PlanEntry& a, const PlanEntry& b) {
     // Equal model times (the micro-batch size often changes only memory): less memory first.

@@ -23,7 +23,8 @@ std::vector<std::string> config_errors(const Config& cfg);
 PlanModel plan_model(const Config& cfg, const ClusterSpec& cl, std::string* note = nullptr);
 
 // Context-parallel sizes the search takes: cp = 1, and cp > 1 where seq_len splits into 2*cp
-// chunks (validation's rule) of at least pm.min_cp_chunk tokens each.
+// chunks (validation's rule) of at least pm.min_cp_chunk tokens each; a Mixture of Experts only
+// cp = 1 (loom refuses cp > 1 with experts).
 bool cp_searched(const PlanModel& pm, int cp);
 
 // Virtual stages the search takes for a pipeline of pp stages: 1, and with pp > 1 and the 1f1b
@@ -31,17 +32,21 @@ bool cp_searched(const PlanModel& pm, int cp);
 // micro-batches per step must also be a multiple of pp: make_plan checks that per batch).
 std::vector<int> virtual_stages_searched(const PlanModel& pm, int pp);
 
+// Expert-parallel sizes the search takes on a grid of dp data-parallel ranks: 1, and for a
+// Mixture of Experts each ep > 1 dividing both dp and num_experts (with ZeRO stage 0 only).
+std::vector<int> experts_searched(const PlanModel& pm, int dp);
+
 struct PlanEntry {
   Candidate c;
-  int microbatches = 0;   // per DP rank per step
-  MemoryEstimate memory;  // the largest rank's
-  int memory_stage = 0;   // its pipeline stage
-  StepTime time;          // valid entries only
-  CommVolume comm;        // per axis, the largest count over stages (bytes per rank per step)
-  bool estimate = false;  // some part is modelled from its definition, not from loom's code
-  std::string reason;     // rejected entries: why
-  double short_bytes = 0; // rejected for memory: the excess over the device's memory
-  bool grid_only = false; // rejected before micro-batch / ZeRO / recompute were chosen
+  int microbatches = 0;    // per DP rank per step
+  MemoryEstimate memory;   // the largest rank's
+  int memory_stage = 0;    // its pipeline stage
+  StepTime time;           // valid entries only
+  CommVolume comm;         // per axis, the largest count over stages (bytes per rank per step)
+  bool estimate = false;   // some part is modelled from its definition, not from loom's code
+  std::string reason;      // rejected entries: why
+  double short_bytes = 0;  // rejected for memory: the excess over the device's memory
+  bool grid_only = false;  // rejected before micro-batch / ZeRO / recompute were chosen
 };
 
 struct Plan {

@@ -19,6 +19,7 @@ std::string layout_text(const PlanEntry& e) {
   std::string out = str("dp ", e.c.dp, " pp ", e.c.pp, " tp ", e.c.tp);
   if (e.c.cp > 1) out += str(" cp ", e.c.cp);
   if (e.grid_only) return out;
+  if (e.c.ep > 1) out += str(" ep ", e.c.ep);
   if (e.c.v > 1) out += str(" v ", e.c.v);
   return out + str(" mb ", e.c.micro_batch, " zero ", e.c.zero, " recompute ",
                    recompute_name(e.c.recompute), e.c.sp ? " sp" : "");
@@ -75,19 +76,20 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
     // The best micro-batch of each (dp, pp, v, tp, cp, zero, recompute, sp): the rest differ
     // only in it.
     char b[256];
-    std::set<std::tuple<int, int, int, int, int, int, int, bool>> shown;
+    std::set<std::tuple<int, int, int, int, int, int, int, bool, int>> shown;
     int n = 0;
     for (size_t i = 0; i < p.valid.size() && n < o.top; ++i) {
       const PlanEntry& e = p.valid[i];
       if (!shown
-               .insert(
-                   {e.c.dp, e.c.pp, e.c.v, e.c.tp, e.c.cp, e.c.zero, int(e.c.recompute), e.c.sp})
+               .insert({e.c.dp, e.c.pp, e.c.v, e.c.tp, e.c.cp, e.c.zero, int(e.c.recompute), e.c.sp,
+                        e.c.ep})
                .second)
         continue;
       ++n;
       const StepTime& t = e.time;
-      const double comm = t.tp + t.pp + t.cp + t.dp + t.embed + t.world;
-      const std::string rc = std::string(recompute_name(e.c.recompute)) + (e.c.sp ? "+sp" : "");
+      const double comm = t.tp + t.pp + t.cp + t.ep + t.dp + t.embed + t.world;
+      const std::string rc = std::string(recompute_name(e.c.recompute)) + (e.c.sp ? "+sp" : "") +
+                             (e.c.ep > 1 ? str("+ep", e.c.ep) : "");
       std::snprintf(b, sizeof b,
                     "%3d %4d %3d %2d %3d %3d %4d %5d %4d %-13s %8.2f%s %9.4g %10.4g %5.1f%% "
                     "%6.1f%% %5.1f%% %5.1f%%",
@@ -116,6 +118,9 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
                   t.total, t.compute, t.bubble, t.tp, t.pp, t.cp, t.dp, t.embed, t.world,
                   t.slowest_stage);
     line(b);
+    if (p.pm.model.is_moe())
+      line(str("best layout: expert parallelism ep ", best.c.ep, ", all-to-all ", t.ep,
+               " s per step (uniform routing assumed)"));
   }
   auto list = [&](bool grid, const char* title) {
     std::vector<const PlanEntry*> v;
@@ -162,6 +167,7 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["zero"] = e.c.zero;
     j["recompute"] = recompute_name(e.c.recompute);
     j["sequence_parallel"] = e.c.sp;
+    j["expert_parallel"] = e.c.ep;
     j["estimate"] = e.estimate;
     const MemoryEstimate& m = e.memory;
     j["memory"] = {{"stage", e.memory_stage},  {"params", m.params},
@@ -178,13 +184,15 @@ std::string format_json(const Plan& p, const ReportOptions& o) {
     j["step_s"] = t.total;
     j["tokens_per_s"] = t.tokens_per_s;
     j["mfu"] = t.mfu;
-    j["time_s"] = {
-        {"compute", t.compute}, {"bubble", t.bubble}, {"tp", t.tp},
-        {"pp", t.pp},           {"cp", t.cp},         {"dp", t.dp},
-        {"embed", t.embed},     {"world", t.world},   {"slowest_stage", t.slowest_stage}};
-    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes},       {"pp", e.comm.pp.bytes},
-                                {"cp", e.comm.cp.bytes},       {"dp", e.comm.dp.bytes},
-                                {"embed", e.comm.embed.bytes}, {"world", e.comm.world.bytes}};
+    j["time_s"] = {{"compute", t.compute}, {"bubble", t.bubble},
+                   {"tp", t.tp},           {"pp", t.pp},
+                   {"cp", t.cp},           {"ep", t.ep},
+                   {"dp", t.dp},           {"embed", t.embed},
+                   {"world", t.world},     {"slowest_stage", t.slowest_stage}};
+    j["comm_bytes_per_rank"] = {{"tp", e.comm.tp.bytes},      {"pp", e.comm.pp.bytes},
+                                {"cp", e.comm.cp.bytes},      {"ep", e.comm.ep.bytes},
+                                {"dp", e.comm.dp.bytes},      {"embed", e.comm.embed.bytes},
+                                {"world", e.comm.world.bytes}};
     return j;
   };
   ordered_json j;

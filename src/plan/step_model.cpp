@@ -60,7 +60,7 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
   const double grad = pm.prec.grad, param = pm.prec.param;
   const int replicas = c.replicas();
   struct Slowest {
-    double t_mb = -1, comp = 0, tp = 0, pp = 0, cp = 0, dp = 0, flops = 0;
+    double t_mb = -1, comp = 0, tp = 0, pp = 0, cp = 0, ep = 0, dp = 0, flops = 0;
     int stage = 0;
   } slow;
   double tail = -1, tail_dp = 0, tail_embed = 0;
@@ -73,6 +73,8 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
     const double tp = all_reduce_s(place.tp, double(tp_bytes) / m, int64_t(v.tp.calls / m));
     const double pp = p2p_s(place.pp, double(v.pp.bytes) / m, int64_t(v.pp.calls / m));
     const double cp = ring_exposed_s(pm, c, sh, place.cp, rate);
+    // Never overlapped: the experts wait for their rows, the combine for the experts.
+    const double ep = all_to_all_s(place.ep, double(v.ep.bytes) / m, int64_t(v.ep.calls / m));
 
     // DP work inside each micro-batch (ZeRO 2 reduces, ZeRO 3 gathers) and after the pipeline.
     const double total = double(sh.total),
@@ -100,8 +102,8 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
     }
     const double embed = all_reduce_s(place.embed, double(v.embed.bytes), v.embed.calls);
 
-    const double t_mb = comp + tp + pp + cp + dp_mb;
-    if (t_mb > slow.t_mb) slow = {t_mb, comp, tp, pp, cp, dp_mb, flops, sh.stage};
+    const double t_mb = comp + tp + pp + cp + ep + dp_mb;
+    if (t_mb > slow.t_mb) slow = {t_mb, comp, tp, pp, cp, ep, dp_mb, flops, sh.stage};
     if (dp_tail + embed > tail) tail = dp_tail + embed, tail_dp = dp_tail, tail_embed = embed;
   }
 
@@ -111,6 +113,7 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
   t.tp = m * slow.tp;
   t.pp = m * slow.pp;
   t.cp = m * slow.cp;
+  t.ep = m * slow.ep;
   t.dp = m * slow.dp + tail_dp;
   // Interleaving v chunks per stage cuts the fill and drain to (pp-1)/v micro-batch times.
   const double fill = double(c.pp - 1) / c.v;

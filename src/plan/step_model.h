@@ -15,6 +15,7 @@ struct StepTime {
   double tp = 0;       // TP all-reduces of m micro-batches (never overlapped)
   double pp = 0;       // activation / gradient sends of m micro-batches (never overlapped)
   double cp = 0;       // the ring attention's exposed sends of m micro-batches
+  double ep = 0;       // the Mixture of Experts' all-to-all exchanges of m micro-batches
   double dp = 0;       // exposed DP gradient reduction and parameter gathering
   double embed = 0;    // tied-embedding gradient all-reduce between first and last stage
   double world = 0;    // gradient-norm and loss reductions

@@ -395,8 +395,8 @@ void Trainer::print_breakdown(int steps) {
 }
 
 // cpu: the peak resident memory of the process. cuda: the device memory in use (total - free, as
-// cudaMemGetInfo reports it: the context and libraries included, as nvidia-smi counts a
-// process), the largest seen at a log point; every buffer is allocated before step 1, so after
+// cudaMemGetInfo reports it for the whole device: the context and libraries included, and any
+// other process on the same GPU), the largest seen at a log point; every buffer is allocated before step 1, so after
 // it the figure no longer moves. The first time, rank 0 also reports what was allocated after
 // the fit check against the estimate that check made.
 uint64_t Trainer::mem_peak_bytes() {

@@ -53,6 +53,7 @@ plan::Candidate candidate_of(const Config& cfg) {
   c.zero = cfg.optimizer.zero_stage;
   c.recompute = parse_recompute(cfg.train.recompute);
   c.sp = cfg.parallel.sequence_parallel;
+  c.ep = cfg.parallel.ep;
   return c;
 }
 

@@ -166,6 +166,7 @@ TEST(PlanCli, RanksAndLayoutArgs) {
       " --set parallel.micro_batch_size=", best["micro_batch"].get<int>(),
       " --set parallel.sequence_parallel=",
       best["sequence_parallel"].get<bool>() ? "true" : "false",
+      " --set parallel.ep=", best["expert_parallel"].get<int>(),
       " --set optimizer.zero_stage=", best["zero"].get<int>(),
       " --set train.recompute=", best["recompute"].get<std::string>(), "\n");
   EXPECT_EQ(out, want);
