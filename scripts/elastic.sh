@@ -95,6 +95,11 @@ while :; do
     rm -rf "$logdir"
     exit 0
   fi
+  if ((status == 75)); then  # loom saved a checkpoint and stopped on a signal before the end
+    note "attempt $attempt stopped early on a signal${stopping:+ (SIG$stopping)} after saving a checkpoint (exit 75); not restarted: run again to continue"
+    rm -rf "$logdir"
+    exit 75
+  fi
   if [[ -n $stopping ]]; then
     note "attempt $attempt ended with status $status after SIG$stopping; not restarted"
     rm -rf "$logdir"

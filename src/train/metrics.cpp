@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace loom {
 
@@ -32,14 +33,50 @@ nlohmann::ordered_json train_metrics_line(const TrainMetrics& m) {
   return j;
 }
 
-MetricsWriter::MetricsWriter(const std::string& run_dir, bool truncate, bool tensorboard) {
+int rewind_metrics(const std::string& path, int step) {
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string kept, line;
+  int dropped = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = j.is_object() && j.contains("step") && j["step"].is_number() &&
+                       j["step"].get<double>() > step;
+    if (j.is_discarded() || later) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped == 0) return 0;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    if (!out) throw UserError(str("run.dir: cannot write '", tmp, "'"));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw UserError(str("run.dir: cannot replace '", path, "': ", ec.message()));
+  return dropped;
+}
+
+MetricsWriter::MetricsWriter(const std::string& run_dir, int start_step, bool tensorboard) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw UserError(str("run.dir: cannot create '", run_dir, "': ", ec.message()));
   path_ = run_dir + "/metrics.jsonl";
-  out_.open(path_, truncate ? std::ios::trunc : std::ios::app);
+  if (start_step > 0) {
+    const int dropped = rewind_metrics(path_, start_step);
+    if (dropped > 0)
+      info(path_, ": dropped ", dropped, " line(s) after step ", start_step,
+           " (logged after the checkpoint this run resumes from)");
+  }
+  out_.open(path_, start_step == 0 ? std::ios::trunc : std::ios::app);
   if (!out_) throw UserError(str("run.dir: cannot write '", path_, "'"));
-  if (tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run_dir, truncate);
+  if (tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run_dir, start_step);
 }
 
 void MetricsWriter::write(const nlohmann::ordered_json& line) {

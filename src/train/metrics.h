@@ -19,7 +19,7 @@ struct TrainMetrics {
   double loss = 0, lr = 0, grad_norm = 0;
   int64_t tokens = 0;  // cumulative
   double step_ms = 0, tokens_per_s = 0;
-  double mfu = -1;     // fraction; < 0 (peak unknown) is written as null
+  double mfu = -1;  // fraction; < 0 (peak unknown) is written as null
   uint64_t mem_peak_bytes = 0;
   // Optional, after the contract keys: "loss_scale" when loss scaling is on (> 0), and
   // "skipped": true on a step whose overflowing gradients were not applied.
@@ -37,12 +37,20 @@ struct TrainMetrics {
 // in exactly this order.
 nlohmann::ordered_json train_metrics_line(const TrainMetrics& m);
 
+// Rewrites the metrics file at path (tmp + rename) without the lines of steps after step: those
+// of an attempt that ended (killed, or out of time) after its last checkpoint, which the resumed
+// run logs again. Lines with no "step" stay; a line that is not JSON (cut short by a kill) goes.
+// Returns how many lines were dropped; a missing file is no error.
+int rewind_metrics(const std::string& path, int step);
+
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // truncate: start a new file (fresh run) instead of appending (resumed run). tensorboard:
+  // start_step 0: a fresh run, which starts a new file. start_step > 0: a run resumed from that
+  // step's checkpoint, which appends after rewinding the file to it (rewind_metrics), so a
+  // step an earlier attempt logged after its last checkpoint is not logged twice. tensorboard:
   // also write every line's scalars to an event file (train/tensorboard.h).
-  MetricsWriter(const std::string& run_dir, bool truncate, bool tensorboard = false);
+  MetricsWriter(const std::string& run_dir, int start_step, bool tensorboard = false);
   void write(const nlohmann::ordered_json& line);
   const std::string& path() const { return path_; }
 

@@ -24,8 +24,9 @@ double now_seconds() {
 }
 
 // Event fields and Summary / Summary.Value fields (event.proto, summary.proto).
-enum : int { kWallTime = 1, kStep = 2, kFileVersion = 3, kSummary = 5 };
+enum : int { kWallTime = 1, kStep = 2, kFileVersion = 3, kSummary = 5, kSessionLog = 7 };
 enum : int { kSummaryValue = 1, kTag = 1, kSimpleValue = 2 };
+enum : int { kSessionStatus = 1, kStatusStart = 1 };  // SessionLog.status, START
 
 void add(Scalars& s, const std::string& tag, const nlohmann::ordered_json& v) {
   if (v.is_number()) s.emplace_back(tag, v.get<float>());
@@ -64,6 +65,16 @@ std::string event_scalars(double wall_time, int64_t step, const Scalars& values)
   return e.data();
 }
 
+std::string event_session_start(double wall_time, int64_t step) {
+  ProtoWriter log;
+  log.varint(kSessionStatus, kStatusStart);
+  ProtoWriter e;
+  e.float64(kWallTime, wall_time);
+  e.varint(kStep, uint64_t(step));
+  e.bytes(kSessionLog, log.data());
+  return e.data();
+}
+
 Scalars tensorboard_scalars(const nlohmann::ordered_json& line) {
   Scalars s;
   if (!line.contains("step") || line.contains("event")) return s;
@@ -80,7 +91,8 @@ Scalars tensorboard_scalars(const nlohmann::ordered_json& line) {
   return s;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& run_dir, bool fresh) {
+TensorBoardWriter::TensorBoardWriter(const std::string& run_dir, int64_t start_step) {
+  const bool fresh = start_step == 0;
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -99,6 +111,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& run_dir, bool fresh) {
     throw UserError(str("log.tensorboard: cannot write '", path_,
                         "' (check that run.dir is writable, or set log.tensorboard: false)"));
   append(event_file_version(t, "brain.Event:2"));
+  if (!fresh) append(event_session_start(t, start_step + 1));
 }
 
 void TensorBoardWriter::write(const nlohmann::ordered_json& line) {

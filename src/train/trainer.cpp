@@ -185,9 +185,8 @@ void Trainer::log_step(const StepStats& s) {
   info(format_step_line(l));
 }
 
-void Trainer::run() {
-  if (pc_.rank == 0)
-    metrics_ = MetricsWriter(cfg_.run_dir(), start_step_ == 0, cfg_.log.tensorboard);
+bool Trainer::run() {
+  if (pc_.rank == 0) metrics_ = MetricsWriter(cfg_.run_dir(), start_step_, cfg_.log.tensorboard);
   if (pc_.rank == 0) {  // scripts/elastic.sh restarted the job: why, and on which layout
     nlohmann::ordered_json r = restart_event(*run_, pc_.world.size(), start_step_);
     if (!r.is_null()) metrics_.write(r);
@@ -247,6 +246,7 @@ void Trainer::run() {
   finish_checkpoint();                            // an asynchronous save still in flight
   print_breakdown(step - start_step_);
   print_summary(step);  // steps, tokens, time, tok/s, MFU, losses, peak memory (banner.cpp)
+  return step >= cfg_.train.steps;
 }
 
 bool Trainer::has_valid() const { return bool(valid_); }
@@ -396,9 +396,9 @@ void Trainer::print_breakdown(int steps) {
 
 // cpu: the peak resident memory of the process. cuda: the device memory in use (total - free, as
 // cudaMemGetInfo reports it for the whole device: the context and libraries included, and any
-// other process on the same GPU), the largest seen at a log point; every buffer is allocated before step 1, so after
-// it the figure no longer moves. The first time, rank 0 also reports what was allocated after
-// the fit check against the estimate that check made.
+// other process on the same GPU), the largest seen at a log point; every buffer is allocated before
+// step 1, so after it the figure no longer moves. The first time, rank 0 also reports what was
+// allocated after the fit check against the estimate that check made.
 uint64_t Trainer::mem_peak_bytes() {
   if (be_->device() != Device::CUDA) return peak_rss_bytes();
   size_t free_b = 0, total_b = 0;

@@ -74,7 +74,8 @@ class Trainer {
   double evaluate(int iters);
   bool has_valid() const;
   void log_eval(int step);  // evaluate and write a val_loss line (console and metrics.jsonl)
-  void run();               // every step with logging and metrics
+  // Every step with logging and metrics; false when a stop signal ended it before train.steps.
+  bool run();
 
   GPTStage& stage() { return *stage_; }
   // Mixture of Experts: the last step's statistics read by step_stats() (train_step).

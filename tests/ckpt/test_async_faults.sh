@@ -6,7 +6,8 @@
 #     resume: auto continues from it to the final loss of an uninterrupted run;
 #  2. SIGTERM to one rank while a save is being written (LOOM_TEST_ASYNC_WRITE_DELAY_MS delays
 #     each write): every rank stops after the same step, the save in flight and then the stop's
-#     save are committed, exit 0, and the resumed run reaches the uninterrupted final loss;
+#     save are committed, loom exits 75 (stopped early), and the resumed run reaches the
+#     uninterrupted final loss;
 #  3. a value that is not a bool gives one clear error.
 # usage: test_async_faults.sh LOOM_BINARY WORKDIR
 set -uo pipefail
@@ -67,7 +68,8 @@ for _ in $(seq 1 600); do [ -d ckpt_term/step_0000006 ] && break; sleep 0.1; don
 rank=$(pgrep -P $pid | tail -1)
 [ -n "$rank" ] || { kill -9 $pid; fail "no rank process under mpirun $pid"; }
 kill -TERM "$rank"
-wait $pid || fail "the run stopped by SIGTERM exited non-zero: $(tail -3 term.log)"
+wait $pid; rc=$?
+[ "$rc" = 75 ] || fail "the run stopped by SIGTERM exited $rc, not 75 (stopped early): $(tail -3 term.log)"
 step=$(grep -o 'received SIGTERM: saving a checkpoint and stopping after step [0-9]*' term.log | grep -o '[0-9]*$')
 [ -n "$step" ] || fail "no stop message: $(tail -3 term.log)"
 [ "$step" -lt 40 ] || fail "SIGTERM arrived only after the last step"

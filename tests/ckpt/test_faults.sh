@@ -4,8 +4,10 @@
 #     resume: auto continues from it;
 #  2. a corrupted shard is detected by its checksum and skipped with a warning naming the file;
 #  3. a job killed mid-run resumes and reaches the same final loss as an uninterrupted run;
-#  4. SIGTERM to one rank stops every rank after the same step with a checkpoint and exit 0,
-#     and the run resumes from it to the same final loss.
+#  4. SIGTERM to one rank stops every rank after the same step with a checkpoint and exit 75
+#     (stopped early: run again to continue), and the run resumes from it to the same final loss.
+# After each resume, metrics.jsonl holds every step once, equal to the uninterrupted run's: the
+# steps a killed attempt logged after its last checkpoint are dropped when the next one resumes.
 # usage: test_faults.sh LOOM_BINARY WORKDIR
 set -uo pipefail
 loom="$1"; work="$2"
@@ -28,6 +30,12 @@ checkpoint: {dir: ckpt, save_interval: 4, keep_last: 0, resume: auto}
 YAML
 mpi=(mpirun -np 4 --oversubscribe --allow-run-as-root)
 last_loss() { grep -o '"loss":[0-9.e+-]*' "$1" | tail -1 | cut -d: -f2; }
+# step, loss, lr, grad norm and tokens of every train line (same layout: exactly equal).
+losses() { grep -o '"step":[0-9]*,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*,"tokens":[0-9]*' "$1"; }
+same_steps() {  # same_steps REF_METRICS METRICS: each step once, equal to the reference's
+  diff <(losses "$1") <(losses "$2") > steps.diff ||
+    fail "$2 differs from $1 step by step: $(head -4 steps.diff)"
+}
 
 # Reference: 12 uninterrupted steps.
 "${mpi[@]}" "$loom" train cfg.yaml --set checkpoint.dir=ref --set run.dir=ref_run > ref.log 2>&1 \
@@ -45,7 +53,9 @@ LOOM_FAULT_KILL_IN_SAVE=8 "${mpi[@]}" "$loom" train cfg.yaml > kill.log 2>&1 && 
 grep -q "resumed from ckpt/step_0000004" resume1.log || fail "did not resume from step 4: $(grep -i resum resume1.log)"
 got=$(last_loss run/metrics.jsonl)
 [ "$got" = "$ref" ] || fail "final loss after kill+resume $got != uninterrupted $ref"
-echo "ok: killed mid-save, resumed from step 4, final loss $got == $ref"
+grep -q "dropped 4 line(s) after step 4" resume1.log || fail "steps 5-8 of the killed run not dropped"
+same_steps ref_run/metrics.jsonl run/metrics.jsonl
+echo "ok: killed mid-save, resumed from step 4, final loss $got == $ref, each step logged once"
 
 # 2. Corrupt the newest checkpoint's shard: auto skips it with a warning naming the file.
 newest=$(cat ckpt/latest)
@@ -72,7 +82,8 @@ kill -9 $pid; pkill -9 -f "$loom train cfg.yaml" 2>/dev/null; wait $pid 2>/dev/n
 grep -q "resumed from" resume3.log || fail "did not resume"
 got=$(last_loss run60/metrics.jsonl)
 [ "$got" = "$ref" ] || fail "final loss after mid-run kill $got != uninterrupted $ref"
-echo "ok: killed mid-run, resumed, final loss $got == $ref"
+same_steps ref60_run/metrics.jsonl run60/metrics.jsonl
+echo "ok: killed mid-run, resumed, final loss $got == $ref, each step logged once"
 
 # 4. SIGTERM to one rank (the last child of mpirun) mid-run: a clean stop with a checkpoint.
 stop=(--set train.steps=60 --set checkpoint.dir=ckpt_term --set run.dir=run_term)
@@ -83,7 +94,8 @@ for _ in $(seq 1 600); do [ -d ckpt_term/step_0000008 ] && break; sleep 0.1; don
 rank=$(pgrep -P $pid | tail -1)
 [ -n "$rank" ] || { kill -9 $pid; fail "no rank process under mpirun $pid"; }
 kill -TERM "$rank"
-wait $pid || fail "the run stopped by SIGTERM exited non-zero: $(tail -3 term.log)"
+wait $pid; rc=$?
+[ "$rc" = 75 ] || fail "the run stopped by SIGTERM exited $rc, not 75 (stopped early): $(tail -3 term.log)"
 step=$(grep -o 'received SIGTERM: saving a checkpoint and stopping after step [0-9]*' term.log | grep -o '[0-9]*$')
 [ -n "$step" ] || fail "no stop message: $(tail -3 term.log)"
 [ "$step" -lt 60 ] || fail "SIGTERM arrived only after the last step"
@@ -93,7 +105,8 @@ latest=$(cat ckpt_term/latest)
 grep -q "resumed from ckpt_term/$latest" term_resume.log || fail "did not resume from $latest"
 got=$(last_loss run_term/metrics.jsonl)
 [ "$got" = "$ref" ] || fail "final loss after SIGTERM+resume $got != uninterrupted $ref"
-echo "ok: SIGTERM to one rank stopped every rank after step $step with a checkpoint, resumed, final loss $got == $ref"
+same_steps ref60_run/metrics.jsonl run_term/metrics.jsonl
+echo "ok: SIGTERM to one rank stopped every rank after step $step with a checkpoint and exit 75, resumed, final loss $got == $ref"
 
 # Bad input: a resume path that does not exist, and a meta.json that does not parse.
 "${mpi[@]}" "$loom" train cfg.yaml --set checkpoint.resume=nowhere/step_1 > bad1.log 2>&1 && fail "missing path accepted"

@@ -92,7 +92,7 @@ def fields(buf):
 
 
 def decode_event(buf):
-    ev = {"wall_time": None, "step": 0, "file_version": None, "values": None}
+    ev = {"wall_time": None, "step": 0, "file_version": None, "values": None, "session": None}
     for number, wire, value in fields(buf):
         if (number, wire) == (1, 1):
             ev["wall_time"] = struct.unpack("<d", value)[0]
@@ -100,6 +100,12 @@ def decode_event(buf):
             ev["step"] = value - (1 << 64) if value >= 1 << 63 else value
         elif (number, wire) == (3, 2):
             ev["file_version"] = value.decode()
+        elif (number, wire) == (7, 2):  # SessionLog: status (1, an enum: START is 1)
+            ev["session"] = 0
+            for n2, w2, v2 in fields(value):
+                if (n2, w2) != (1, 0):
+                    raise ValueError(f"SessionLog field {n2} (wire type {w2})")
+                ev["session"] = v2
         elif (number, wire) == (5, 2):
             ev["values"] = []
             for n2, w2, v2 in fields(value):
@@ -140,10 +146,12 @@ def protobuf_decoder():
     message("Value", [("tag", 1, F.TYPE_STRING, opt, None),
                       ("simple_value", 2, F.TYPE_FLOAT, opt, None)])
     message("Summary", [("value", 1, F.TYPE_MESSAGE, rep, ".check.Value")])
+    message("SessionLog", [("status", 1, F.TYPE_INT32, opt, None)])  # an enum on the wire
     message("Event", [("wall_time", 1, F.TYPE_DOUBLE, opt, None),
                       ("step", 2, F.TYPE_INT64, opt, None),
                       ("file_version", 3, F.TYPE_STRING, opt, None),
-                      ("summary", 5, F.TYPE_MESSAGE, opt, ".check.Summary")])
+                      ("summary", 5, F.TYPE_MESSAGE, opt, ".check.Summary"),
+                      ("session_log", 7, F.TYPE_MESSAGE, opt, ".check.SessionLog")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     Event = message_factory.MessageFactory(pool).GetPrototype(
@@ -155,7 +163,8 @@ def protobuf_decoder():
         return {"wall_time": e.wall_time, "step": e.step,
                 "file_version": e.file_version if e.file_version else None,
                 "values": [(v.tag, v.simple_value) for v in e.summary.value]
-                if e.HasField("summary") else None}
+                if e.HasField("summary") else None,
+                "session": e.session_log.status if e.HasField("session_log") else None}
     return decode
 
 
@@ -205,9 +214,19 @@ def main():
     for i, ev in enumerate(hand):
         if ev["wall_time"] is None or not start - 1 <= ev["wall_time"] <= now + 1:
             problems.append(f"record {i}: wall_time {ev['wall_time']} outside [{start}, {now}]")
-    got = [(ev["step"], tag, v) for ev in hand[1:] for tag, v in (ev["values"] or [])]
-    if any(ev["values"] is None or not ev["values"] for ev in hand[1:]):
-        problems.append("a record after the first holds no scalars")
+    # A resumed run's file: a session START at the first step it logs, right after file_version
+    # (TensorBoard then drops that step and later ones from the earlier files).
+    body = hand[1:]
+    if body and body[0]["session"] is not None:
+        start_ev = body.pop(0)
+        first = next((ev["step"] for ev in body), None)
+        if start_ev["session"] != 1 or start_ev["values"] is not None or (
+                first is not None and start_ev["step"] > first):
+            problems.append(f"session record {start_ev} is not a START at or before step {first}")
+        print(f"session START at step {start_ev['step']}")
+    got = [(ev["step"], tag, v) for ev in body for tag, v in (ev["values"] or [])]
+    if any(ev["values"] is None or not ev["values"] or ev["session"] is not None for ev in body):
+        problems.append("a record after the first (and a resume's START) holds no scalars")
     want = []
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
         for text in fh:

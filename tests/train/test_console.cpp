@@ -1,6 +1,8 @@
 // Console formatting (units, ETA, step line, banner, grid table, summary) and the metrics line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -71,8 +73,8 @@ TEST(Console, StepLine) {
 TEST(Console, EtaFromRecentMeanStepTime) {
   Progress p;
   p.start(1, 0.0);
-  EXPECT_DOUBLE_EQ(p.on_log(1, 2000.0, 10.9), 2000.0);       // step 1 alone (warm-up)
-  EXPECT_DOUBLE_EQ(p.on_log(10, 11000.0, 9.7), 1100.0);      // 11 s over 10 steps
+  EXPECT_DOUBLE_EQ(p.on_log(1, 2000.0, 10.9), 2000.0);   // step 1 alone (warm-up)
+  EXPECT_DOUBLE_EQ(p.on_log(10, 11000.0, 9.7), 1100.0);  // 11 s over 10 steps
   EXPECT_DOUBLE_EQ(p.on_log(20, 16000.0, 7.5), 16000.0 / 20);
   // Three intervals back: (10, 11 s) -> (40, 26 s): the slow start has dropped out.
   EXPECT_DOUBLE_EQ(p.on_log(30, 21000.0, 6.0), 19000.0 / 29);
@@ -116,8 +118,9 @@ TEST(Console, ConfigBanner) {
   const RunLayout run(cfg, GridDims{2, 2, 2}, Coord{0, 0, 0});
   auto lines = format_config_banner(cfg, run, 29400000, 177e6, "runs/quickstart/config.yaml");
   ASSERT_EQ(lines.size(), 5u);
-  EXPECT_EQ(lines[0], "run 'quickstart' in runs/quickstart | config configs/quickstart.yaml, "
-                      "resolved in full: runs/quickstart/config.yaml");
+  EXPECT_EQ(lines[0],
+            "run 'quickstart' in runs/quickstart | config configs/quickstart.yaml, "
+            "resolved in full: runs/quickstart/config.yaml");
   EXPECT_TRUE(has(lines[1],
                   "model GPT-2 4 layers x 4 heads x d_model 256, mlp 1024, vocab 50257 "
                   "(padded to 50432)"));
@@ -152,10 +155,12 @@ TEST(Console, Summary) {
   s.run_dir = "runs/q";
   auto lines = format_summary(s);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "done: 30 steps (1-30), 15.4k tokens | 32s in steps, 34s since start | "
-                      "mean 480 tok/s, MFU 1.23% over the steps");
-  EXPECT_EQ(lines[1], "loss: final 6.1200 | lowest logged 6.1000 (step 20) | peak memory 151 MiB "
-                      "(largest rank)");
+  EXPECT_EQ(lines[0],
+            "done: 30 steps (1-30), 15.4k tokens | 32s in steps, 34s since start | "
+            "mean 480 tok/s, MFU 1.23% over the steps");
+  EXPECT_EQ(lines[1],
+            "loss: final 6.1200 | lowest logged 6.1000 (step 20) | peak memory 151 MiB "
+            "(largest rank)");
   EXPECT_EQ(lines[2], "metrics: runs/q/metrics.jsonl | plot: scripts/plot_metrics.py runs/q");
   s.first_step = 31;  // resumed at the end: nothing to do
   lines = format_summary(s);
@@ -174,9 +179,9 @@ TEST(Metrics, TrainLineHasExactlyTheContractKeysInOrder) {
   m.tokens_per_s = 630.2;
   m.mfu = 0.012;
   m.mem_peak_bytes = 123456789;
-  const std::vector<std::string> keys = {"step",    "loss",         "lr",  "grad_norm",
-                                         "tokens",  "step_ms",      "tokens_per_s", "mfu",
-                                         "mem_peak_bytes"};
+  const std::vector<std::string> keys = {"step",         "loss",   "lr",
+                                         "grad_norm",    "tokens", "step_ms",
+                                         "tokens_per_s", "mfu",    "mem_peak_bytes"};
   auto j = train_metrics_line(m);
   std::vector<std::string> got;
   for (auto it = j.begin(); it != j.end(); ++it) got.push_back(it.key());
@@ -195,6 +200,41 @@ TEST(Metrics, TrainLineHasExactlyTheContractKeysInOrder) {
   with_time.push_back("time");
   EXPECT_EQ(got, with_time);
   EXPECT_EQ(t["time"].dump(), "{\"forward\":300.0,\"backward\":500.0,\"other\":12.5}");
+}
+
+// A resumed run rewinds metrics.jsonl to its checkpoint's step: an attempt killed after its
+// last checkpoint logged steps 4-5 (and half a line), which the resumed run logs again.
+TEST(Metrics, ResumeRewindsTheFileToTheCheckpointStep) {
+  const std::string dir = ::testing::TempDir() + "/loom_metrics_rewind";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/metrics.jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"step\":1,\"loss\":3.5}\n{\"step\":2,\"loss\":3.25}\n"
+      << "{\"step\":3,\"val_loss\":3.0}\n{\"event\":\"resume\",\"step\":3}\n"
+      << "{\"step\":4,\"loss\":3.0}\n{\"note\":\"no step\"}\n{\"step\":5,\"loss\":2.5}\n"
+      << "{\"step\":6,\"lo";  // the kill cut this line short
+  }
+  {
+    MetricsWriter w(dir, 3);
+    nlohmann::ordered_json j;
+    j["step"] = 4;
+    j["loss"] = 2.875;
+    w.write(j);
+  }
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(f, l);) lines.push_back(l);
+  const std::vector<std::string> want = {
+      "{\"step\":1,\"loss\":3.5}",     "{\"step\":2,\"loss\":3.25}",
+      "{\"step\":3,\"val_loss\":3.0}", "{\"event\":\"resume\",\"step\":3}",
+      "{\"note\":\"no step\"}",        "{\"step\":4,\"loss\":2.875}"};
+  EXPECT_EQ(lines, want);
+  EXPECT_EQ(rewind_metrics(path, 4), 0);  // nothing after step 4: the file is left alone
+  EXPECT_EQ(rewind_metrics(dir + "/missing.jsonl", 1), 0);
+  MetricsWriter fresh(dir, 0);  // a fresh run starts the file over
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);
 }
 
 }  // namespace

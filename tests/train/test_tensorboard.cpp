@@ -91,6 +91,13 @@ TEST(TensorBoard, ScalarEvent) {
                    0x3F, 0x0A, 0x08, 0x0A, 0x01, 'b',  0x15, 0x00, 0x00, 0x00, 0xC0}));
 }
 
+TEST(TensorBoard, SessionStartEvent) {
+  // wall_time; step 5 = 10 05; session_log (field 7, wire type 2) = 3A 02 + SessionLog {status
+  // (field 1, varint) START = 1} = 08 01.
+  EXPECT_EQ(event_session_start(1.5, 5),
+            bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F, 0x10, 0x05, 0x3A, 0x02, 0x08, 0x01}));
+}
+
 TEST(TensorBoard, ScalarsOfMetricsLines) {
   auto train = nlohmann::ordered_json::parse(
       R"({"step":3,"loss":2.5,"lr":0.001,"grad_norm":1.25,"tokens":96,"step_ms":10.0,)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `loom train` with log.tensorboard: true on one process: the event file beside metrics.jsonl
 # decodes (check_tensorboard.py, independent of loom) to the same scalars at the same steps;
-# a resumed run adds a second file; a fresh run in the same directory starts over.
+# a resumed run adds a second file, which starts a session at its first step (TensorBoard then
+# drops that step and later ones from the earlier file); a fresh run in the same directory
+# starts over.
 # usage: test_tensorboard_run.sh LOOM_BINARY WORKDIR PYTHON3
 set -uo pipefail
 loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="$3"
@@ -47,7 +49,9 @@ open(sys.argv[1] + "/metrics.jsonl", "w").write("\n".join(lines[:cut]) + "\n")
 open(sys.argv[2] + "/metrics.jsonl", "w").write("\n".join(lines[cut + 1:]) + "\n")
 PY
 "$py" "$here/check_tensorboard.py" a "$start" || fail "first file after resume"
-"$py" "$here/check_tensorboard.py" b "$start" || fail "resumed file"
+out=$("$py" "$here/check_tensorboard.py" b "$start") || { echo "$out"; fail "resumed file"; }
+echo "$out"
+grep -q "^session START at step 4$" <<< "$out" || fail "the resumed file starts no session at step 4"
 # A fresh run (no checkpoint) in the same run directory removes the earlier event files.
 rm -rf ckpt
 timeout 300 "$loom" train tb.yaml --set train.steps=2 > out.txt 2> err.txt || fail "fresh exit $?"
