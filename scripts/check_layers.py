@@ -28,10 +28,11 @@ LAYERS = [
     "plan",        # loom plan: search of layouts against a cluster
     "train",       # the trainer, console, metrics, generation
     "data_tools",  # tokenizers and the preprocessing tool
+    "serve",       # loom serve: the completions API, request board, tick loop, HTTP front end
     "cli",         # the loom command line
 ]
 SRC_LAYERS = {"core", "config", "backend", "parallel", "model", "layout", "data", "optim",
-              "pipeline", "ckpt", "plan", "train", "cli"}
+              "pipeline", "ckpt", "plan", "train", "serve", "cli"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 EXTS = (".h", ".cpp", ".cu", ".cuh")
 

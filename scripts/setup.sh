@@ -18,6 +18,8 @@ PKGS=(
   libicu-dev zlib1g-dev
   libgtest-dev
   libboost-context-dev
+  # cpp-httplib: the HTTP server of loom serve
+  libcpp-httplib-dev
   python3 python3-numpy python3-h5py python3-matplotlib
   # Google's protobuf runtime: a second, independent decoder of the TensorBoard event files in
   # tests/train/check_tensorboard.py (loom itself encodes them without it).

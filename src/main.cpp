@@ -29,6 +29,9 @@ const char* kUsage =
     "           [--top-k K] [--top-p P] [--seed S]   whole vocabulary, seed 1; FILE: a prompt\n"
     "           [--stop TEXT] [--batch B]            per line or JSON lines {\"prompt\": ..}\n"
     "           [--no-cache]                         (B: sequences at a time, default 32)\n"
+    "  serve --checkpoint DIR [--host H] [--port P]  OpenAI-compatible completions over HTTP\n"
+    "        [--batch B] [--set parallel.tp/pp=..]   on rank 0 (default 127.0.0.1:8000, B 16\n"
+    "                                                sequences at a time; docs/inference.md)\n"
     "  export CHECKPOINT OUT.h5|OUT.safetensors      a checkpoint's weights: canonical .h5, or\n"
     "                                                Hugging Face GPT-2/Llama safetensors\n"
     "                                                (one process; .safetensors adds config.json)\n"
@@ -62,11 +65,12 @@ int dispatch(const loom::cli::Args& a, int rank, loom::cli::Phase& phase) {
   if (a.command == "train") return cmd_train(a, phase);
   if (a.command == "eval") return cmd_eval(a, phase);
   if (a.command == "generate") return cmd_generate(a, phase);
+  if (a.command == "serve") return cmd_serve(a, phase);
   if (a.command == "export") return cmd_export(a);
   if (a.command == "plan") return cmd_plan(a);
   throw loom::UserError(
       loom::str("unknown command '", a.command,
-                "'; use train, eval, generate, export or plan (see loom --help)"));
+                "'; use train, eval, generate, serve, export or plan (see loom --help)"));
 }
 
 }  // namespace

@@ -10,10 +10,11 @@ namespace loom::cli {
 
 namespace {
 const std::set<std::string> kValued = {
-    "--checkpoint",    "--prompt",    "--max-tokens", "--temperature",     "--top-k",
-    "--seed",          "--cluster",   "--gpu-flops",  "--attention-flops", "--vector-flops",
-    "--gpu-bandwidth", "--launch-us", "--ranks",      "--prompts",         "--top-p",
-    "--stop",          "--batch"};
+    "--checkpoint",      "--prompt",       "--max-tokens",    "--temperature",
+    "--top-k",           "--seed",         "--cluster",       "--gpu-flops",
+    "--attention-flops", "--vector-flops", "--gpu-bandwidth", "--launch-us",
+    "--ranks",           "--prompts",      "--top-p",         "--stop",
+    "--batch",           "--host",         "--port"};
 const std::set<std::string> kFlags = {"--json", "--kernels", "--layout-args", "--no-cache"};
 }  // namespace
 

@@ -12,6 +12,7 @@ enum class Phase { StartUp, Running };
 int cmd_train(const Args& a, Phase& phase);
 int cmd_eval(const Args& a, Phase& phase);
 int cmd_generate(const Args& a, Phase& phase);
+int cmd_serve(const Args& a, Phase& phase);
 int cmd_export(const Args& a);
 
 }  // namespace loom::cli

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -64,6 +65,16 @@ bool Generator::add(const GenRequest& r) {
   free_slots_.pop_back();
   active_.push_back(std::move(s));
   return true;
+}
+
+bool Generator::cancel(uint64_t id) {
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (active_[i].req.id != id) continue;
+    free_slots_.push_back(active_[i].slot);
+    active_.erase(active_.begin() + long(i));
+    return true;
+  }
+  return false;
 }
 
 std::vector<GenSequence> Generator::take_finished() {
@@ -127,15 +138,21 @@ void Generator::forward_group(std::vector<GenSequence*>& group) {
     pc_.pp.wait_sends();
   }
   // The last stage samples (every TP rank alike, from the same gathered logits) and tells the
-  // other stages.
-  std::vector<int32_t> next(group.size(), 0);
+  // other stages: the ids, and with logprobs each id's log-probability after them.
+  const size_t G = group.size();
+  std::vector<int32_t> next(logprobs ? 2 * G : G, 0);
   if (me == pp - 1) {
-    const size_t Vp = logits.size() / group.size();
-    for (size_t i = 0; i < group.size(); ++i) {
+    const size_t Vp = logits.size() / G;
+    for (size_t i = 0; i < G; ++i) {
       const GenSequence& s = *group[i];
       const float* row = logits.data() + i * Vp;
       if (on_logits) on_logits(s, row, sample_vocab_);
-      next[i] = sample_token(row, sample_vocab_, s.req.sample, s.req.id, uint64_t(s.total()));
+      const uint64_t stream = s.req.stream >= 0 ? uint64_t(s.req.stream) : s.req.id;
+      next[i] = sample_token(row, sample_vocab_, s.req.sample, stream, uint64_t(s.total()));
+      if (logprobs) {
+        const float lp = token_logprob(row, sample_vocab_, next[i]);
+        std::memcpy(&next[G + i], &lp, sizeof lp);
+      }
     }
   }
   if (pp > 1) pc_.pp.broadcast(next.data(), next.size() * sizeof(int32_t), pp - 1);
@@ -144,6 +161,11 @@ void Generator::forward_group(std::vector<GenSequence*>& group) {
     GenSequence& s = *group[i];
     s.cached = use_cache_ ? s.total() : 0;
     s.out.push_back(next[i]);
+    if (logprobs) {
+      float lp = 0;
+      std::memcpy(&lp, &next[G + i], sizeof lp);
+      s.logprobs.push_back(lp);
+    }
     if (next[i] == s.req.stop_token)
       s.finish = Finish::StopToken;
     else if (stop_ && stop_(s))

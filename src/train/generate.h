@@ -15,11 +15,13 @@
 namespace loom {
 
 struct GenRequest {
-  uint64_t id = 0;              // the sequence's number (its input order): its sampling stream
+  uint64_t id = 0;              // the sequence's number (its input order), unique in a Generator
+  int64_t stream = -1;          // its sampling stream with sample.seed; -1: the id
   std::vector<int32_t> prompt;  // 1..seq_len ids
   int max_tokens = 64;          // prompt + max_tokens <= seq_len (checked by add)
   SampleOptions sample;
-  int32_t stop_token = -1;  // finish after producing this id (EOD); -1: never
+  int32_t stop_token = -1;        // finish after producing this id (EOD); -1: never
+  std::vector<std::string> stop;  // stop strings, for the caller's stop test (Generator's stop)
 };
 
 enum class Finish { Running, Length, StopToken, Stopped };  // Stopped: the caller's stop test
@@ -28,8 +30,11 @@ const char* finish_name(Finish f);                          // "length", "stop",
 struct GenSequence {
   GenRequest req;
   std::vector<int32_t> out;  // generated ids
-  int slot = -1;             // cache slot while active
-  int cached = 0;            // ids of prompt + out whose keys and values are in the cache
+  // With Generator::logprobs: the log-probability of each generated id under the model (log
+  // softmax of its row of logits over the sampled vocabulary, at temperature 1).
+  std::vector<float> logprobs;
+  int slot = -1;   // cache slot while active
+  int cached = 0;  // ids of prompt + out whose keys and values are in the cache
   Finish finish = Finish::Running;
   int total() const { return int(req.prompt.size() + out.size()); }
   int32_t at(int i) const;  // id i of prompt + out
@@ -50,6 +55,11 @@ class Generator {
   // one more id (or its first after the prompt). Collective over the replica.
   void step();
   bool idle() const { return active_.empty(); }
+  int free_slots() const { return int(free_slots_.size()); }
+  const std::vector<GenSequence>& active() const { return active_; }
+  // Drops the active sequence with this id and frees its slot (a client that went away); false
+  // when no active sequence has it. Every rank of the replica must drop the same ones.
+  bool cancel(uint64_t id);
   // Finished sequences since the last call, in the order they finished.
   std::vector<GenSequence> take_finished();
 
@@ -57,6 +67,7 @@ class Generator {
   std::function<void(const GenSequence&, const float* logits, int V)> on_logits;
   // Seconds spent in forwards that held prompt rows (prefill) and in one-row forwards (decode).
   double prefill_s = 0, decode_s = 0;
+  bool logprobs = false;  // fill GenSequence::logprobs (the last stage sends them with the ids)
   int64_t prefill_tokens = 0, decode_tokens = 0;
 
  private:

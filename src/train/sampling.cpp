@@ -57,4 +57,13 @@ int32_t sample_token(const float* logits, int V, const SampleOptions& opt, uint6
   return order[keep - 1];
 }
 
+float token_logprob(const float* logits, int V, int32_t id) {
+  LOOM_CHECK(id >= 0 && id < V, "logprob of id ", id, " outside the ", V, " sampled ids");
+  double mx = logits[0];
+  for (int i = 1; i < V; ++i) mx = std::max(mx, double(logits[i]));
+  double sum = 0;
+  for (int i = 0; i < V; ++i) sum += std::exp(double(logits[i]) - mx);
+  return float(double(logits[id]) - mx - std::log(sum));
+}
+
 }  // namespace loom

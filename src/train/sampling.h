@@ -25,4 +25,7 @@ std::string sample_options_problem(const SampleOptions& opt);
 int32_t sample_token(const float* logits, int V, const SampleOptions& opt, uint64_t sequence,
                      uint64_t position);
 
+// log softmax(logits[0..V))[id], in double: the model's log-probability of id at temperature 1.
+float token_logprob(const float* logits, int V, int32_t id);
+
 }  // namespace loom

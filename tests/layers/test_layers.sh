@@ -10,7 +10,7 @@ python3 "$check" "$repo"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/scripts" "$tmp/src" "$tmp/kernels" "$tmp/data_tools"
-for d in core config backend parallel model layout data optim pipeline ckpt plan train cli; do
+for d in core config backend parallel model layout data optim pipeline ckpt plan train serve cli; do
   mkdir -p "$tmp/src/$d"
 done
 printf '#include "model/block.h"\n' >"$tmp/src/core/planted.h"  # core may not use model
