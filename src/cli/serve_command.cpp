@@ -64,8 +64,16 @@ int cmd_serve(const Args& a, Phase& phase) {
     std::fflush(stderr);
   });
   phase = Phase::Running;
-  const serve::LoopStats st =
-      serve::run_serve_loop(gen, pc, board.get(), tk.eod(), [] { return stop_signal() != 0; });
+  serve::LoopStats st;
+  try {
+    st = serve::run_serve_loop(gen, pc, board.get(), tk.eod(), [] { return stop_signal() != 0; });
+  } catch (const std::exception& e) {
+    // End the job from here: unwinding would first stop the HTTP server, which waits for
+    // handlers that wait for answers this loop will never give.
+    std::fprintf(stderr, "%serror: %s\n", log_prefix().c_str(), e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   if (rank == 0) {
     http->stop();
     std::fprintf(stderr,

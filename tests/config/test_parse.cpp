@@ -353,7 +353,7 @@ TEST(ConfigToYaml, RoundTripEveryField) {
   Config a;
   a.run = {"exp-1.a", "runs/x y"};
   // A llama that ties its embeddings: the file must say so (the family's default is untied).
-  a.model = {"llama", 3, 6, 2, 96, 80, 300, 48, 64, 5e5, 1.0 / 3e5, true, 1.0 / 3.0};
+  a.model = {"llama", 3, 6, 2, 96, 80, 300, 48, 64, 5e5, 1.0 / 3e5, true, 1.0 / 3.0, {}};
   a.parallel = {2, 3, 0, 5, "gpipe", "dp-tp-pp", {1, 1, 1}};
   a.train = {40, 77, 18446744073709551615ULL, "init: #weird.h5", 0.1, 3, 4, 5, "full", "bf16"};
   a.optimizer = {6e-4, 1e-8, 11, 12, "linear", 0.8, 0.999, 1e-12, 0.0, 2};

@@ -66,11 +66,17 @@ TEST(KernelModelLlama, TheBlockHasNoBiasesLayerNormsGeluOrWpe) {
   for (const auto& c : k.kernels) {
     // RoPE rotates q and k of every layer of every micro-batch in place: (N, (4 + 2) x 16) of
     // 2-byte elements read and written, 2 x 2 x 32 x 96 = 12,288 bytes per call, 6 calls.
-    if (c.name == "RoPE fwd (q, k)") EXPECT_EQ(c.bytes, 6 * 12288.0);
+    if (c.name == "RoPE fwd (q, k)") {
+      EXPECT_EQ(c.bytes, 6 * 12288.0);
+    }
     // SwiGLU forward reads gate and up and writes (N, F): 3 x 2 x 32 x 128 bytes per call.
-    if (c.name == "SwiGLU fwd") EXPECT_EQ(c.bytes, 6 * 3 * 2 * 32 * 128.0);
+    if (c.name == "SwiGLU fwd") {
+      EXPECT_EQ(c.bytes, 6 * 3 * 2 * 32 * 128.0);
+    }
     // The qkv GEMM writes (N, 128) and reads W (64, 128): no bias vector.
-    if (c.name == "qkv GEMM fwd") EXPECT_EQ(c.bytes, 6 * 2 * (32.0 * 64 + 64 * 128 + 32 * 128));
+    if (c.name == "qkv GEMM fwd") {
+      EXPECT_EQ(c.bytes, 6 * 2 * (32.0 * 64 + 64 * 128 + 32 * 128));
+    }
   }
 }
 

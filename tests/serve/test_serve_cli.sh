@@ -179,20 +179,42 @@ cmp -s seed_1.txt seed_2.txt && cmp -s seed_1.txt seed_B.txt &&
 # 6. 16 concurrent clients: all answered, each with the text it gets alone.
 curls=()
 for k in $(seq 1 16); do
-  curl -s "http://127.0.0.1:$portA/v1/completions" -d "{\"prompt\": \"clause $k of\", \"max_tokens\": 12, \"temperature\": 0}" > "many_$k.json" &
+  curl -s "http://127.0.0.1:$portA/v1/completions" -d "{\"prompt\": \"clause $k of\", \"max_tokens\": 12, \"temperature\": 0, \"logprobs\": 0}" > "many_$k.json" &
   curls+=($!)
 done
 wait_many=0
 for c in "${curls[@]}"; do wait "$c" || wait_many=$((wait_many + 1)); done
-answered=0 same=0
+# Batched rows round differently from a row alone (other GEMM shapes), so a greedy pick may
+# flip where the two best logits tie within rounding: a text may differ from its alone run only
+# from a token where both runs' chosen logprobs (each its run's maximum) are within the 1e-2
+# bound of section 5, that is a tie.
+answered=0 same=0 ties=0
 for k in $(seq 1 16); do
-  t=$(js 'd["choices"][0]["text"]' < "many_$k.json" 2> /dev/null) || continue
+  js 'd["choices"][0]["text"]' < "many_$k.json" > /dev/null 2>&1 || continue
   answered=$((answered + 1))
-  post "$portA" "{\"prompt\": \"clause $k of\", \"max_tokens\": 12, \"temperature\": 0}" > alone.json
-  [ "$(js 'd["choices"][0]["text"]' < alone.json)" = "$t" ] && same=$((same + 1))
+  post "$portA" "{\"prompt\": \"clause $k of\", \"max_tokens\": 12, \"temperature\": 0, \"logprobs\": 0}" > alone.json
+  verdict=$(python3 - "many_$k.json" alone.json <<'PY'
+import json, sys
+a, b = (json.load(open(f))["choices"][0] for f in sys.argv[1:3])
+if a["text"] == b["text"]:
+    print("same")
+else:
+    ta, tb = a["logprobs"]["tokens"], b["logprobs"]["tokens"]
+    j = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+    la, lb = a["logprobs"]["token_logprobs"], b["logprobs"]["token_logprobs"]
+    tie = j < len(la) and j < len(lb) and abs(la[j] - lb[j]) <= 1e-2
+    print(f"tie at token {j}" if tie else f"differs at token {j}: {a['text']!r} vs {b['text']!r}")
+PY
+  )
+  case "$verdict" in
+    same) same=$((same + 1)) ;;
+    tie*) ties=$((ties + 1)); echo "note: clause $k: $verdict" ;;
+    *) echo "clause $k: $verdict" ;;
+  esac
 done
-[ "$answered" = 16 ] && [ "$same" = 16 ] && ok "16 concurrent clients answered, each as alone" ||
-  fail "16 concurrent clients: $answered answered, $same as alone, $wait_many curl failures"
+[ "$answered" = 16 ] && [ $((same + ties)) = 16 ] &&
+  ok "16 concurrent clients answered, each as alone ($ties diverging at a rounding tie)" ||
+  fail "16 concurrent clients: $answered answered, $same as alone, $ties at ties, $wait_many curl failures"
 
 # 6b. Two data-parallel replicas (dp2, 2 slots each): the four prompts at once, spread over
 # both, each with loom generate's text.
@@ -240,8 +262,12 @@ export LOOM_TEST_DECODE_SLEEP_MS=100
 serve C 2 --set parallel.tp=2 --batch 1
 portC=$port pidC=$pid
 unset LOOM_TEST_DECODE_SLEEP_MS
-curl -s -N --max-time 1.5 "http://127.0.0.1:$portC/v1/completions" \
-  -d '{"prompt": "GNU", "max_tokens": 50, "temperature": 0, "stream": true}' > hangup.txt
+curl -s -N "http://127.0.0.1:$portC/v1/completions" \
+  -d '{"prompt": "GNU", "max_tokens": 50, "temperature": 0, "stream": true}' > hangup.txt &
+hp=$!
+for _ in $(seq 1 100); do grep -q '^data: {' hangup.txt 2> /dev/null && break; sleep 0.1; done
+kill "$hp"  # hang up after the first piece, 49 tokens (5 s) before the end
+wait "$hp" 2> /dev/null
 post "$portC" '{"prompt": "The", "max_tokens": 3, "temperature": 0}' > after_hangup.json
 [ "$status" = 200 ] && ok "after a client hung up mid-stream the single slot serves the next" ||
   fail "after hang-up: $status"
