@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <ctime>
 
 #include "core/check.h"
 #include "serve/completion_text.h"
@@ -116,6 +117,7 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
     if (!board_.submit(job))
       return send_error(res, server_error(503, "the server is shutting down"));
     const std::string id = str("cmpl-", number);
+    const int64_t created = int64_t(std::time(nullptr));  // the request's time, as OpenAI's
     const std::vector<std::string>& stops = job->params.stop;
     if (!job->params.stream) {
       int64_t version = -1;
@@ -129,9 +131,9 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
         prompt_tokens += int64_t(prog[i].prompt.size());
         completion_tokens += int64_t(prog[i].out.size());
       }
-      return send_json(res, 200,
-                       completion_json(id, info_.created, info_.model_id, choices, prompt_tokens,
-                                       completion_tokens));
+      return send_json(
+          res, 200,
+          completion_json(id, created, info_.model_id, choices, prompt_tokens, completion_tokens));
     }
     // Streaming: each call of the provider waits for progress and sends what became final.
     struct StreamState {
@@ -147,7 +149,7 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, st, id](size_t, httplib::DataSink& sink) {
+        [this, job, st, id, created](size_t, httplib::DataSink& sink) {
           bool done = false;
           const std::vector<SeqProgress> prog =
               board_.wait(job, st->version, 200, &st->version, &done);
@@ -171,7 +173,7 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
               c.text_offset.push_back(r.offsets[k]);
             }
             if (!c.text.empty() || finished)
-              out += sse_event(chunk_json(id, info_.created, info_.model_id, c));
+              out += sse_event(chunk_json(id, created, info_.model_id, c));
             st->sent_bytes[i] = std::max(st->sent_bytes[i], fin);
             st->sent_tokens[i] = k;
             if (finished) st->closed[i] = true;

@@ -22,7 +22,7 @@ struct ServeInfo {
   int context = 0;       // model.seq_len
   int32_t eod = -1;      // the tokenizer's end-of-document id
   int sample_vocab = 0;  // ids sampling may pick (for the token texts of logprobs)
-  int64_t created = 0;   // unix time the server started
+  int64_t created = 0;   // unix time the server started (the model's "created")
 };
 
 // A finished or running prompt as the API shows it: its text (end-of-document id dropped, cut
