@@ -98,4 +98,16 @@ int sample_vocab(const DecodeCheckpoint& ck) {
   return std::min(ck.tokenizer->vocab_size(), ck.config.model.vocab_size);
 }
 
+std::vector<int32_t> undecodable_ids(const DecodeCheckpoint& ck) {
+  std::vector<int32_t> out;
+  for (int32_t id = 0; id < sample_vocab(ck); ++id) {
+    try {
+      ck.tokenizer->decode(&id, 1);
+    } catch (const UserError&) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
 }  // namespace loom::cli

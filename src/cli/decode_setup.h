@@ -34,7 +34,11 @@ struct Decoder {
 };
 Decoder make_decoder(const DecodeCheckpoint& ck, int slots, bool use_cache);
 
-// The ids sampling may pick: those the tokenizer decodes, within the model's vocabulary.
+// The ids sampling may pick: the first min(tokenizer, model) vocabulary entries, less
+// undecodable_ids (which the Generator blocks).
 int sample_vocab(const DecodeCheckpoint& ck);
+// The ids below sample_vocab that the tokenizer cannot decode (unused ranks of a tiktoken file
+// or a tokenizer.json), found by decoding each id once.
+std::vector<int32_t> undecodable_ids(const DecodeCheckpoint& ck);
 
 }  // namespace loom::cli

@@ -129,6 +129,7 @@ int cmd_generate(const Args& a, Phase& phase) {
            serve::stop_at(tk->decode(s.out.data(), s.out.size()), st) != std::string::npos;
   };
   Generator gen(stage, *pc, sample_vocab(ck), stop, use_cache);
+  gen.block_ids(undecodable_ids(ck));
   const std::vector<GenSequence> done = generate_all(gen, *pc, reqs);
   if (pc->rank != 0) return 0;
   std::fprintf(stderr,

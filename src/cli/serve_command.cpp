@@ -39,6 +39,7 @@ int cmd_serve(const Args& a, Phase& phase) {
   auto stop = [&tk](const GenSequence& s) { return serve::hits_stop(tk, s, s.req.stop); };
   Generator gen(*d.stage, pc, sample_vocab(ck), stop, /*use_cache=*/true);
   gen.logprobs = true;
+  gen.block_ids(undecodable_ids(ck));
 
   std::unique_ptr<serve::Board> board;
   std::unique_ptr<serve::HttpFrontEnd> http;

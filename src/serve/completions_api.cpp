@@ -117,6 +117,9 @@ ParsedRequest parse_completion_request(const std::string& body, const std::strin
     if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1))
       return fail(bad("top_p", str("'top_p' must be a number in (0, 1], got ", shown(v))));
     p.sample.top_p = float(v.get<double>());
+    if (!(p.sample.top_p > 0.0f))  // a double in (0, 1] that rounds to float 0
+      return fail(
+          bad("top_p", str("'top_p' = ", shown(v), " is below the smallest float above 0")));
   }
   if (j.contains("top_k") && !j["top_k"].is_null()) {
     const json& v = j["top_k"];
@@ -144,6 +147,9 @@ ParsedRequest parse_completion_request(const std::string& body, const std::strin
       p.stop.push_back(s.get<std::string>());
     }
   }
+  if (j.contains("stream_options") && j["stream_options"].is_object() &&
+      j["stream_options"].value("include_usage", false))
+    return fail(bad("stream_options", "'stream_options': {'include_usage': true} is not served"));
   if (j.contains("stream") && !j["stream"].is_null()) {
     if (!j["stream"].is_boolean())
       return fail(bad("stream", str("'stream' must be true or false, got ", shown(j["stream"]))));
@@ -159,6 +165,8 @@ ParsedRequest parse_completion_request(const std::string& body, const std::strin
                                       "'logprobs': 0")));
     p.logprobs = true;
   }
+  const std::string wrong = sample_options_problem(p.sample);  // what the generator would refuse
+  if (!wrong.empty()) return fail(bad("", "sampling: " + wrong));
   out.params = std::move(p);
   return out;
 }

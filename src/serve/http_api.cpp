@@ -4,7 +4,9 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <ctime>
+#include <random>
 
 #include "core/check.h"
 #include "serve/completion_text.h"
@@ -75,6 +77,7 @@ Rendered render(const tok::Tokenizer& tk, const SeqProgress& p,
 
 HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo info, int threads)
     : board_(board), tk_(tk), info_(std::move(info)), svr_(std::make_unique<httplib::Server>()) {
+  seed_base_ = (uint64_t(std::random_device{}()) << 32) ^ uint64_t(std::random_device{}());
   httplib::Server& s = *svr_;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   s.set_payload_max_length(size_t(16) << 20);
@@ -104,7 +107,8 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
     auto job = std::make_shared<Job>();
     job->params = std::move(*parsed.params);
     const uint64_t number = g_request_number++;
-    job->seed = job->params.seed ? *job->params.seed : 0x9E3779B97F4A7C15ull * (number + 1);
+    job->seed =
+        job->params.seed ? *job->params.seed : seed_base_ + 0x9E3779B97F4A7C15ull * (number + 1);
     auto enc = tk_.make_encoder();
     for (size_t i = 0; i < job->params.prompts.size(); ++i) {
       SeqProgress p;
@@ -147,45 +151,52 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
     st->sent_tokens.assign(n, 0);
     st->closed.assign(n, false);
     res.set_header("Cache-Control", "no-cache");
+    ++streams_;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, st, id, created](size_t, httplib::DataSink& sink) {
-          bool done = false;
-          const std::vector<SeqProgress> prog =
-              board_.wait(job, st->version, 200, &st->version, &done);
-          std::string out;
-          bool all_closed = true;
-          for (size_t i = 0; i < prog.size(); ++i) {
-            if (st->closed[i]) continue;
-            const Rendered r = render(tk_, prog[i], job->params.stop);
-            const bool finished = prog[i].finish != Finish::Running;
-            const size_t fin = final_length(r.text, job->params.stop, finished);
-            ChoiceOut c;
-            c.index = int(i);
-            c.finish = r.finish;
-            c.with_logprobs = job->params.logprobs;
-            if (fin > st->sent_bytes[i])
-              c.text = r.text.substr(st->sent_bytes[i], fin - st->sent_bytes[i]);
-            size_t k = st->sent_tokens[i];
-            for (; k < r.tokens.size() && size_t(r.offsets[k]) < fin; ++k) {
-              c.tokens.push_back(r.tokens[k]);
-              c.token_logprobs.push_back(r.logprobs[k]);
-              c.text_offset.push_back(r.offsets[k]);
+        [this, job, st, id, created](size_t, httplib::DataSink& sink) -> bool {
+          // httplib does not catch what a provider throws: end the stream instead of the process.
+          try {
+            bool done = false;
+            const std::vector<SeqProgress> prog =
+                board_.wait(job, st->version, 200, &st->version, &done);
+            std::string out;
+            bool all_closed = true;
+            for (size_t i = 0; i < prog.size(); ++i) {
+              if (st->closed[i]) continue;
+              const Rendered r = render(tk_, prog[i], job->params.stop);
+              const bool finished = prog[i].finish != Finish::Running;
+              const size_t fin = final_length(r.text, job->params.stop, finished);
+              ChoiceOut c;
+              c.index = int(i);
+              c.finish = r.finish;
+              c.with_logprobs = job->params.logprobs;
+              if (fin > st->sent_bytes[i])
+                c.text = r.text.substr(st->sent_bytes[i], fin - st->sent_bytes[i]);
+              size_t k = st->sent_tokens[i];
+              for (; k < r.tokens.size() && size_t(r.offsets[k]) < fin; ++k) {
+                c.tokens.push_back(r.tokens[k]);
+                c.token_logprobs.push_back(r.logprobs[k]);
+                c.text_offset.push_back(r.offsets[k]);
+              }
+              if (!c.text.empty() || finished)
+                out += sse_event(chunk_json(id, created, info_.model_id, c));
+              st->sent_bytes[i] = std::max(st->sent_bytes[i], fin);
+              st->sent_tokens[i] = k;
+              if (finished) st->closed[i] = true;
+              all_closed = all_closed && st->closed[i];
             }
-            if (!c.text.empty() || finished)
-              out += sse_event(chunk_json(id, created, info_.model_id, c));
-            st->sent_bytes[i] = std::max(st->sent_bytes[i], fin);
-            st->sent_tokens[i] = k;
-            if (finished) st->closed[i] = true;
-            all_closed = all_closed && st->closed[i];
+            if (all_closed) out += sse_done();
+            if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+            if (all_closed) sink.done();
+            return true;
+          } catch (const std::exception&) {
+            return false;
           }
-          if (all_closed) out += sse_done();
-          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-          if (all_closed) sink.done();
-          return true;
         },
         [this, job](bool success) {
           if (!success) board_.cancel(job);  // the client went away: free its slots
+          --streams_;
         });
   });
   s.set_exception_handler(
@@ -230,6 +241,10 @@ int HttpFrontEnd::start(const std::string& host, int port) {
 
 void HttpFrontEnd::stop() {
   if (!listener_.joinable()) return;
+  // httplib ends a stream between two writes once the server stops: let the streams of the
+  // requests already answered send their last pieces and [DONE] first (at most 30 s).
+  for (int i = 0; i < 3000 && streams_ > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   svr_->stop();
   listener_.join();
 }

@@ -2,6 +2,7 @@
 // GET /health. Handlers run on the server's thread pool and never call MPI: they tokenize,
 // queue a Job on the Board and answer from its progress, whole or as server-sent events.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,8 @@ class HttpFrontEnd {
 
  private:
   Board& board_;
+  std::atomic<int> streams_{0};  // streamed responses not yet finished (stop waits for them)
+  uint64_t seed_base_ = 0;       // drawn at start: the seeds of requests that give none
   const tok::Tokenizer& tk_;
   ServeInfo info_;
   std::unique_ptr<httplib::Server> svr_;

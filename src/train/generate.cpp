@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
 
@@ -65,6 +66,15 @@ bool Generator::add(const GenRequest& r) {
   free_slots_.pop_back();
   active_.push_back(std::move(s));
   return true;
+}
+
+void Generator::block_ids(std::vector<int32_t> ids) {
+  for (int32_t id : ids)
+    LOOM_CHECK(id >= 0 && id < sample_vocab_, "blocking id ", id, " outside the ", sample_vocab_,
+               " sampled ids");
+  LOOM_CHECK(int(ids.size()) < sample_vocab_, "every one of the ", sample_vocab_,
+             " sampled ids is blocked");
+  blocked_ = std::move(ids);
 }
 
 bool Generator::cancel(uint64_t id) {
@@ -145,8 +155,9 @@ void Generator::forward_group(std::vector<GenSequence*>& group) {
     const size_t Vp = logits.size() / G;
     for (size_t i = 0; i < G; ++i) {
       const GenSequence& s = *group[i];
-      const float* row = logits.data() + i * Vp;
+      float* row = logits.data() + i * Vp;
       if (on_logits) on_logits(s, row, sample_vocab_);
+      for (int32_t id : blocked_) row[id] = -std::numeric_limits<float>::infinity();
       const uint64_t stream = s.req.stream >= 0 ? uint64_t(s.req.stream) : s.req.id;
       next[i] = sample_token(row, sample_vocab_, s.req.sample, stream, uint64_t(s.total()));
       if (logprobs) {

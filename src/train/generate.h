@@ -56,6 +56,9 @@ class Generator {
   void step();
   bool idle() const { return active_.empty(); }
   int free_slots() const { return int(free_slots_.size()); }
+  // Ids below the sampled vocabulary that are never sampled (their logits count as -inf): those
+  // the tokenizer cannot decode (unused ranks of a tiktoken file or tokenizer.json).
+  void block_ids(std::vector<int32_t> ids);
   const std::vector<GenSequence>& active() const { return active_; }
   // Drops the active sequence with this id and frees its slot (a client that went away); false
   // when no active sequence has it. Every rank of the replica must drop the same ones.
@@ -79,6 +82,7 @@ class Generator {
   std::function<bool(const GenSequence&)> stop_;
   bool use_cache_;
   std::vector<int> free_slots_;
+  std::vector<int32_t> blocked_;
   std::vector<GenSequence> active_, finished_;
 };
 

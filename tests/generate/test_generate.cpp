@@ -168,6 +168,26 @@ TEST(Generate, GreedyRecallsAMemorizedSentence) {
   std::string out = prompt + std::string(done[0].out.begin(), done[0].out.end());
   // The context (T = 24 ids) holds the sentence's first 24 characters.
   EXPECT_EQ(out, text.substr(0, size_t(T)));
+
+  // Blocked ids (as for ids the tokenizer cannot decode) are never drawn: the memorized next
+  // characters 'f' and 'o' give way to others, greedy and sampled alike; logprobs stay <= 0.
+  for (float temperature : {0.0f, 1.0f}) {
+    Generator blocked(single, *pc, 257);
+    blocked.block_ids({'f', 'o'});
+    blocked.logprobs = true;
+    r.sample.temperature = temperature;
+    ASSERT_TRUE(blocked.add(r));
+    while (!blocked.idle()) blocked.step();
+    const GenSequence s = blocked.take_finished().at(0);
+    ASSERT_EQ(s.out.size(), size_t(r.max_tokens));
+    if (temperature == 0.0f) {
+      EXPECT_EQ(s.out[0], ' ');  // unblocked: still the memorized id
+    }
+    for (int32_t id : s.out) EXPECT_TRUE(id != 'f' && id != 'o') << temperature;
+    for (float lp : s.logprobs) EXPECT_LE(lp, 0.0f);
+  }
+  Generator g(single, *pc, 257);
+  EXPECT_THROW(g.block_ids({257}), std::exception);  // outside the sampled ids
 }
 
 }  // namespace

@@ -74,6 +74,9 @@ TEST(CompletionsApi, BadRequestsNameTheParameter) {
   expect_error(R"({"prompt": "a", "temperature": "hot"})", 400, "temperature", "[0, 2]");
   expect_error(R"({"prompt": "a", "top_p": 0})", 400, "top_p", "(0, 1]");
   expect_error(R"({"prompt": "a", "top_p": 1.5})", 400, "top_p", "(0, 1]");
+  expect_error(R"({"prompt": "a", "top_p": 1e-46})", 400, "top_p", "smallest float above 0");
+  expect_error(R"({"prompt": "a", "stream_options": {"include_usage": true}})", 400,
+               "stream_options", "not served");
   expect_error(R"({"prompt": "a", "top_k": -1})", 400, "top_k", ">= 0");
   expect_error(R"({"prompt": "a", "seed": 1.5})", 400, "seed", "an integer");
   expect_error(R"({"prompt": "a", "stop": ""})", 400, "stop", "non-empty string");
