@@ -52,6 +52,12 @@ json requests_json(const Args& a, const Config& c, const tok::Tokenizer& tk) {
     std::vector<int32_t> ids;
     enc->encode(p.text, ids);
     if (ids.empty()) ids.push_back(tk.eod());  // an empty prompt starts a new document
+    for (int32_t t : ids)
+      if (t < 0 || t >= c.model.vocab_size)
+        throw UserError(str("loom generate: prompt ", i + 1, " holds token id ", t,
+                            ", which the model's ", c.model.vocab_size,
+                            "-entry vocabulary (model.vocab_size) lacks: the checkpoint's "
+                            "tokenizer does not match its model"));
     const int n = p.max_tokens > 0 ? p.max_tokens : max_tokens;
     if (int(ids.size()) + n > c.model.seq_len)
       throw UserError(str("loom generate: prompt ", i + 1, " is ", ids.size(), " tokens and asks ",

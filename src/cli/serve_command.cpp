@@ -50,6 +50,7 @@ int cmd_serve(const Args& a, Phase& phase) {
     serve::ServeInfo info;
     info.model_id = c.run.name;
     info.context = c.model.seq_len;
+    info.model_vocab = c.model.vocab_size;
     info.eod = tk.eod();
     info.sample_vocab = sample_vocab(ck);
     info.created = int64_t(std::time(nullptr));

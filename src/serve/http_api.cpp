@@ -114,6 +114,14 @@ HttpFrontEnd::HttpFrontEnd(Board& board, const tok::Tokenizer& tk, ServeInfo inf
       SeqProgress p;
       enc->encode(job->params.prompts[i], p.prompt);
       if (p.prompt.empty()) p.prompt.push_back(info_.eod);  // an empty prompt starts a document
+      for (int32_t t : p.prompt)
+        if (t < 0 || t >= info_.model_vocab) {
+          ApiError e;
+          e.param = "prompt";
+          e.message = str("prompt ", i, " holds token id ", t, ", which the model's ",
+                          info_.model_vocab, "-entry vocabulary (model.vocab_size) lacks");
+          return send_error(res, e);
+        }
       if (auto e = context_error(int(p.prompt.size()), job->params.max_tokens, info_.context, i))
         return send_error(res, *e);
       job->seqs.push_back(std::move(p));

@@ -21,6 +21,7 @@ namespace loom::serve {
 struct ServeInfo {
   std::string model_id;  // the run's name
   int context = 0;       // model.seq_len
+  int model_vocab = 0;   // model.vocab_size: a prompt id at or above it has no embedding
   int32_t eod = -1;      // the tokenizer's end-of-document id
   int sample_vocab = 0;  // ids sampling may pick (for the token texts of logprobs)
   int64_t created = 0;   // unix time the server started (the model's "created")
