@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "parallel/collective.h"
 #include "serve/completion_text.h"
+#include "serve/serve_loop.h"
 #include "train/generate.h"
 
 namespace loom::cli {
@@ -130,9 +131,7 @@ int cmd_generate(const Args& a, Phase& phase) {
   phase = Phase::Running;
 
   auto stop = [&](const GenSequence& s) {
-    const std::vector<std::string>& st = stops[size_t(s.req.id)];
-    return !st.empty() &&
-           serve::stop_at(tk->decode(s.out.data(), s.out.size()), st) != std::string::npos;
+    return serve::hits_stop(*tk, s, stops[size_t(s.req.id)]);
   };
   Generator gen(stage, *pc, sample_vocab(ck), stop, use_cache);
   gen.block_ids(undecodable_ids(ck));
@@ -148,8 +147,8 @@ int cmd_generate(const Args& a, Phase& phase) {
   for (const GenSequence& s : done) {
     std::vector<int32_t> ids = s.out;
     if (!ids.empty() && ids.back() == s.req.stop_token) ids.pop_back();
-    std::string text = tk->decode(ids.data(), ids.size());
-    text = text.substr(0, serve::stop_at(text, stops[size_t(s.req.id)]));
+    const std::string text =
+        serve::cut_at_stop(tk->decode(ids.data(), ids.size()), stops[size_t(s.req.id)]);
     const std::string prompt = in["requests"][s.req.id]["text"].get<std::string>();
     if (a.options.count("--prompt")) {
       std::printf("%s%s\n", prompt.c_str(), text.c_str());

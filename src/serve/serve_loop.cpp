@@ -4,13 +4,10 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "core/check.h"
+#include "core/process.h"
 #include "serve/completion_text.h"
 
 namespace loom::serve {
@@ -36,13 +33,7 @@ std::string broadcast_tick(const std::string& wire, MPI_Comm world) {
 
 // A test hook: LOOM_TEST_DECODE_SLEEP_MS slows every decode step, so that a test can hang up
 // or stop the server while a request is still running, on a machine of any speed.
-void test_decode_delay() {
-  static const int ms = [] {
-    const char* v = std::getenv("LOOM_TEST_DECODE_SLEEP_MS");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-}
+const TestDelay test_decode_delay("LOOM_TEST_DECODE_SLEEP_MS");
 }  // namespace
 
 bool hits_stop(const tok::Tokenizer& tk, const GenSequence& s,

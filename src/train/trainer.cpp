@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <thread>
 
 #include "ckpt/canonical.h"
 #include "ckpt/checkpoint.h"
@@ -31,13 +29,7 @@ namespace loom {
 namespace {
 // Test hook: LOOM_TEST_STEP_SLEEP_MS=N makes every step last at least N ms more (the Slurm
 // time-limit test needs a job that surely outlasts its limit, however fast the machine).
-void test_step_delay() {
-  static const int ms = [] {
-    const char* v = std::getenv("LOOM_TEST_STEP_SLEEP_MS");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-}
+const TestDelay test_step_delay("LOOM_TEST_STEP_SLEEP_MS");
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, ParallelCtx& pc, SampleFn samples, SampleFn valid,
