@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "ckpt/file_util.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -49,17 +50,7 @@ int rewind_metrics(const std::string& path, int step) {
     kept += line + "\n";
   }
   in.close();
-  if (dropped == 0) return 0;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    out.flush();
-    if (!out) throw UserError(str("run.dir: cannot write '", tmp, "'"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw UserError(str("run.dir: cannot replace '", path, "': ", ec.message()));
+  if (dropped > 0) write_text_file_atomic(path, kept);
   return dropped;
 }
 

@@ -37,10 +37,10 @@ struct TrainMetrics {
 // in exactly this order.
 nlohmann::ordered_json train_metrics_line(const TrainMetrics& m);
 
-// Rewrites the metrics file at path (tmp + rename) without the lines of steps after step: those
-// of an attempt that ended (killed, or out of time) after its last checkpoint, which the resumed
-// run logs again. Lines with no "step" stay; a line that is not JSON (cut short by a kill) goes.
-// Returns how many lines were dropped; a missing file is no error.
+// Rewrites the metrics file at path (write_text_file_atomic) without the lines of steps after
+// step: those of an attempt that ended (killed, or out of time) after its last checkpoint,
+// which the resumed run logs again. Lines with no "step" stay; a line that is not JSON (cut
+// short by a kill) goes. Returns how many lines were dropped; a missing file is no error.
 int rewind_metrics(const std::string& path, int step);
 
 class MetricsWriter {
