@@ -163,9 +163,10 @@ void load_checkpoint(const std::string& dir, const ParamLayout& layout, ZeroOpti
   std::vector<float> p(layout.total()), m(layout.total()), v(layout.total());
   read_checkpoint_tensors(dir, layout, p.data(), m.data(), v.data());
   opt.set_full_params(p.data());
-  const ShardRange r = opt.shard();
-  opt.backend().from_host(opt.m(), m.data() + r.lo, (r.hi - r.lo) * sizeof(float));
-  opt.backend().from_host(opt.v(), v.data() + r.lo, (r.hi - r.lo) * sizeof(float));
+  for (const ShardPiece& o : opt.shards().mine()) {
+    opt.backend().from_host(opt.m() + o.local, m.data() + o.lo, (o.hi - o.lo) * sizeof(float));
+    opt.backend().from_host(opt.v() + o.local, v.data() + o.lo, (o.hi - o.lo) * sizeof(float));
+  }
 }
 
 Config checkpoint_config(const std::string& dir) {

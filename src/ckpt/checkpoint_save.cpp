@@ -45,26 +45,17 @@ json model_json(const ModelConfig& m) {
           {"top_k", m.moe.top_k}};
 }
 
-// Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) to replica 0 into `all`, the whole
-// flat buffer (stage 0: the ranks of the first expert replica copy their own). Other ranks get
-// an empty one.
-void gather_moment(const float* shard, ZeroOptimizer& opt, size_t total, ParallelCtx& pc,
+// Gathers a ZeRO-sharded buffer (moments; ZeRO-3 parameters) into `all`, the whole flat
+// buffer, on the ranks that write it: replica 0, and with expert parallelism the other ranks of
+// the first expert replica for their experts. Other ranks get an empty one.
+void gather_moment(const float* state, ZeroOptimizer& opt, size_t total, ParallelCtx& pc,
                    HostFloats& all) {
-  const ShardRange r = opt.shard();  // shard: backend (device) memory
-  if (opt.stage() == 0) {
-    size_staging_buffer(all, pc.expert_replica_index() == 0 ? total : 0);
-    if (!all.empty()) opt.backend().to_host(all.data(), shard, total * sizeof(float));
-    return;
-  }
-  const Comm& reps = pc.replicas();  // ZeRO's shards: over dp x cp
-  const size_t S = zero_shard_size(total, reps.size());
-  std::vector<float> mine(S, 0.0f);
-  opt.backend().to_host(mine.data(), shard, (r.hi - r.lo) * sizeof(float));
-  size_staging_buffer(all, reps.rank() == 0 ? S * size_t(reps.size()) : 0);
-  LOOM_CHECK(S <= size_t(INT_MAX), "moment shard of ", S, " elements");
-  LOOM_MPI(
-      MPI_Gather(mine.data(), int(S), MPI_FLOAT, all.data(), int(S), MPI_FLOAT, 0, reps.mpi()));
-  all.resize(reps.rank() == 0 ? total : 0);
+  const bool writes = pc.expert_replica_index() == 0;
+  LOOM_CHECK(opt.stage() == 0 || opt.receives_state(false) == writes,
+             "the ZeRO groups' first ranks are not the checkpoint's writers");
+  size_staging_buffer(all, writes ? opt.state_gather_elems() : 0);
+  opt.gather_state(state, writes ? all.data() : nullptr, false);
+  all.resize(writes ? total : 0);
 }
 
 // Every rank's JSON text, concatenated on world rank 0 (others get an empty list).

@@ -74,10 +74,6 @@ void check_moe_layout(const Config& cfg, long long dp, Checker& c) {
       c.add(str("parallel.ep: ", p.ep, " does not divide the data-parallel size ", dp,
                 " (the experts are split inside the data-parallel group); choose ep from ",
                 divisors_text(int(dp))));
-    if (cfg.optimizer.zero_stage > 0)
-      c.add(str("parallel.ep: ", p.ep, " with optimizer.zero_stage: ", cfg.optimizer.zero_stage,
-                " is not supported yet (the experts' optimizer state would need its own ",
-                "sharding group); set optimizer.zero_stage: 0"));
   }
   if (!cfg.model.is_moe()) return;
   if (cfg.device != "cpu" && cfg.device != "cuda")

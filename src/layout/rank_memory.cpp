@@ -29,6 +29,7 @@ StageParams stage_params(const ParamLayout& layout) {
       sh.other += p.numel();
       if (p.name == "wte.weight") sh.wte = p.numel();
     }
+    if (p.expert) sh.expert += p.numel();
   }
   for (const auto& kv : per_layer) sh.widest_layer = std::max(sh.widest_layer, kv.second);
   return sh;
@@ -64,10 +65,13 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev,
                             const StageArenas& arenas) {
   const StageParams& p = s.params;
   RankMemory r;
-  r.shard = zero_shard_size(p.total, s.dp);
-  r.state = s.zero == 0 ? ShardRange{0, p.total} : zero_shard(p.total, s.dp, s.dp_rank);
-  r.param_elems = s.zero < 3 ? uint64_t(s.dp) * r.shard : r.shard;
-  r.grad_elems = s.zero < 2 ? p.total : r.shard;
+  r.zero = zero_sizes(p.total, p.expert, s.dp, s.dp_rank, s.ep, s.zero);
+  // ZeRO 1/2 all-gather one contiguous shard per rank in place (padded buffer), or each run of
+  // the two groups (the buffer itself).
+  const uint64_t gathered =
+      r.zero.split ? p.total : uint64_t(s.dp) * zero_shard_size(p.total, s.dp);
+  r.param_elems = s.zero < 3 ? gathered : r.zero.shard_elems;
+  r.grad_elems = s.zero < 2 ? p.total : r.zero.shard_elems;
   if (s.zero >= 2) {
     r.layer_buffers = s.overlap ? 2 : 1;
     r.layer_buffer_elems = p.widest_layer;
@@ -95,7 +99,7 @@ RankMemory plan_rank_memory(const MemorySpec& s, const DeviceTraits& dev,
   if (s.zero >= 3) r.param_gather = layer_bufs * f32;
   r.grads = r.grad_elems * f32;
   if (s.zero >= 2) r.grad_buckets = layer_bufs * f32;
-  r.optimizer = 2 * (r.state.hi - r.state.lo) * f32;
+  r.optimizer = 2 * r.zero.state_elems * f32;
   r.activations = r.arenas.acts_bytes;
   const BlockDims& d = s.stage.dims;
   if (s.stage.last) r.logits = uint64_t(d.N()) * uint64_t(s.stage.vocab_local) * act;

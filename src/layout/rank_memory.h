@@ -26,6 +26,7 @@ struct StageParams {
   uint64_t widest_layer = 0;  // elements of the largest single layer
   uint64_t other = 0;         // embeddings, final norm, head / tied copy
   uint64_t wte = 0;           // elements of the stage's wte shard (0 when it has none)
+  uint64_t expert = 0;        // elements of the experts' tensors (this rank's E/ep experts)
   bool tied_across_stages = false;  // wte here is summed with the other end's (embed group)
   int vocab_local = 0;              // padded vocab rows per TP rank
 };
@@ -44,6 +45,7 @@ struct MemorySpec {
   StageParams params;
   StageShapeSpec stage;
   int dp = 1, dp_rank = 0;  // data-parallel size and this rank's index (its ZeRO shard)
+  int ep = 1;               // expert parallelism: the experts' ZeRO group is dp / ep ranks
   int zero = 0;             // optimizer.zero_stage
   bool overlap = false;     // parallel.overlap: second staging, working and receive buffers
   int microbatches = 1;     // per step: the step's inputs (tokens, targets) are uploaded at once
@@ -53,9 +55,9 @@ struct MemorySpec {
 // moments; a copy of the parameters in the act dtype when it is bf16/fp16 (the compute weights);
 // ZeRO >= 2 stages gradients through layer buffers, ZeRO-3 gathers parameters into them.
 struct RankMemory {
-  uint64_t shard = 0;               // zero_shard_size(total, dp)
-  ShardRange state;                 // the flat range whose moments this rank holds
-  uint64_t param_elems = 0;         // fp32 parameters held: dp * shard (ZeRO < 3, padded) or shard
+  ZeroSizes zero;                   // the rank's ZeRO shards (layout/zero_shard.h)
+  uint64_t param_elems = 0;         // fp32 parameters held: the flat buffer (ZeRO < 3; padded to
+                                    // dp * shard with one group) or the shard (ZeRO-3)
   uint64_t grad_elems = 0;          // fp32 gradients: total (ZeRO < 2) or the reduced shard
   int layer_buffers = 0;            // ZeRO >= 2: staging (and ZeRO-3 working) layer buffers, 1 or 2
   uint64_t layer_buffer_elems = 0;  // widest layer
@@ -66,7 +68,7 @@ struct RankMemory {
   // sends in (slots + 1 each: as many sends as the schedule keeps in flight, and one).
   int staged_sends = 0;
   int send_directions = 0;
-  StageArenas arenas;               // activations and scratch (layout/stage_memory.h)
+  StageArenas arenas;  // activations and scratch (layout/stage_memory.h)
 
   // Bytes by part (each in the dtype the buffer has).
   uint64_t master_params = 0;    // fp32 parameter buffer

@@ -102,6 +102,7 @@ MemorySpec RunLayout::memory_spec() const {
   m.dp = replicas();  // ZeRO shards over the dp x cp replicas
   m.dp_rank = coord_.dp * grid_.cp + coord_.cp;
   m.zero = zero_;
+  m.ep = params_.ep();
   m.overlap = overlap_;
   m.microbatches = microbatches_;
   return m;

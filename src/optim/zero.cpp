@@ -2,10 +2,12 @@
 // placement (blocking, or started early with parallel.overlap), sharded AdamW and the parameter
 // all-gather.
 #include "optim/zero.h"
-#include "core/check.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+
+#include "core/check.h"
 
 namespace loom {
 
@@ -23,14 +25,26 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
       dp_(run.replicas()),
       overlap_(run.overlap()),
       tied_across_stages_(run.tied_across_stages()),
-      shard_size_(mem.shard),
-      shard_(mem.state) {
+      shards_(run.params(), run.replicas(), run.coord().dp * run.cp() + run.coord().cp,
+              run.zero_stage()),
+      param_capacity_(mem.param_elems) {
   LOOM_CHECK(pc.replicas().size() == dp_ && pc.replicas().rank() == pc.replica_index(),
              "data-parallel group of ", pc.replicas().size(), " ranks (this one ",
              pc.replicas().rank(), ") for a layout of dp x cp = ", dp_, " at dp", run.coord().dp,
              " cp", run.coord().cp);
+  LOOM_CHECK(shards_.sizes().state_elems == mem.zero.state_elems &&
+                 shards_.sizes().shard_elems == mem.zero.shard_elems,
+             "memory model and optimizer disagree on the ZeRO shards: ", mem.zero.state_elems,
+             " / ", mem.zero.shard_elems, " and ", shards_.sizes().state_elems, " / ",
+             shards_.sizes().shard_elems, " elements");
+  LOOM_CHECK(!shards_.sizes().split ||
+                 (pc.ep > 1 && pc.expert_replicas().size() == shards_.groups()[1].ranks &&
+                  pc.expert_replicas().rank() == shards_.groups()[1].rank),
+             "experts' ZeRO group of ", shards_.groups().back().ranks, " ranks (this one ",
+             shards_.groups().back().rank, ") and expert replicas of ", pc.expert_replicas().size(),
+             " (this one ", pc.expert_replicas().rank(), ") at ep ", pc.ep);
   const Device dev = be_.device();
-  const size_t state = shard_.hi - shard_.lo;
+  const size_t state = shards_.sizes().state_elems;
   m_ = Buffer(state * sizeof(float), dev);
   v_ = Buffer(state * sizeof(float), dev);
   m_.zero();
@@ -56,13 +70,11 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
     layer_begin_.push_back(r.first);
     layer_end_.push_back(r.second);
   }
-  LOOM_CHECK(pc.ep == 1 || stage_ == 0, "ZeRO stage ", stage_,
-             " with expert parallelism (ep=", pc.ep, ")");
   if (stage_ < 2) return;
 
   // Stage 2: the reduced gradient shard, a staging buffer for one layer (two with overlap), one
   // for the rest; stage 3 also the parameter shard and working buffers of the same sizes.
-  LOOM_CHECK(mem.grad_elems == shard_size_ && mem.other_buffer_elems == other,
+  LOOM_CHECK(mem.grad_elems == shards_.sizes().shard_elems && mem.other_buffer_elems == other,
              "memory model and optimizer disagree on the gradient buffers");
   grad_shard_ = Buffer(mem.grad_elems * sizeof(float), dev);
   for (int b = 0; b < mem.layer_buffers; ++b)
@@ -96,16 +108,16 @@ ParamHooks ZeroOptimizer::param_hooks() {
     if (layer >= 0) {
       const int b = buf(layer);
       InFlight& f = fetched_[b];
-      for (CommRequest& r : f.reqs) pc_.replicas().wait(r);  // this layer's prefetch, or another's
-      if (f.layer != layer)                          // not prefetched: gather now
-        gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
+      wait_all(f.reqs);      // this layer's prefetch, or another's
+      if (f.layer != layer)  // not prefetched: gather now
+        gather_range(layer_begin_[local(layer)], layer_end_[local(layer)], param_shard(),
                      static_cast<float*>(layer_work_[b].data()));
       f = InFlight{};
       return;
     }
     for (const ParamSpec& p : layout_.params())
       if (p.layer < 0)
-        gather_range(p.offset, p.offset + p.numel(),
+        gather_range(p.offset, p.offset + p.numel(), param_shard(),
                      static_cast<float*>(other_work_.data()) + other_offset_.at(p.offset));
   };
   h.release = [](int) {};  // the working buffers are simply reused by the next gather
@@ -115,47 +127,104 @@ ParamHooks ZeroOptimizer::param_hooks() {
   h.prefetch = [this](int layer) {
     InFlight& f = fetched_[buf(layer)];
     if (f.layer == layer) return;
-    for (CommRequest& r : f.reqs) pc_.replicas().wait(r);
-    f.reqs.clear();
-    f.reqs.push_back(start_gather_range(layer_begin_[local(layer)], layer_end_[local(layer)],
-                                        static_cast<float*>(layer_work_[buf(layer)].data())));
+    wait_all(f.reqs);
+    gather_range(layer_begin_[local(layer)], layer_end_[local(layer)], param_shard(),
+                 static_cast<float*>(layer_work_[buf(layer)].data()), &f.reqs);
     f.layer = layer;
   };
   return h;
 }
 
-ShardRange ZeroOptimizer::owned_by(size_t begin, size_t end, int d) const {
-  size_t lo = std::max(begin, size_t(d) * shard_size_);
-  size_t hi = std::min(end, size_t(d + 1) * shard_size_);
-  return lo < hi ? ShardRange{lo, hi} : ShardRange{lo, lo};
+void ZeroOptimizer::wait_all(Pending& p) {
+  for (auto& [c, r] : p) c->wait(r);
+  p.clear();
 }
 
-// Every DP rank's part of flat range [begin, end) as all_gatherv counts and displacements;
-// returns this rank's part of its parameter shard.
-const float* ZeroOptimizer::gather_args(size_t begin, size_t end, std::vector<int>& counts,
-                                        std::vector<int>& displs) const {
-  counts.assign(size_t(dp_), 0);
-  displs.assign(size_t(dp_), 0);
-  for (int d = 0; d < dp_; ++d) {
-    ShardRange o = owned_by(begin, end, d);
-    counts[size_t(d)] = int(o.hi - o.lo);
-    displs[size_t(d)] = o.lo < o.hi ? int(o.lo - begin) : 0;
+// Every owner's part of the run as all_gatherv counts and displacements; returns this rank's
+// part in `state` (any pointer into it when the rank owns none of the run).
+const float* ZeroOptimizer::gather_args(const ShardGroup& g, ShardRange run, const float* state,
+                                        std::vector<int>& counts, std::vector<int>& displs) const {
+  counts.assign(size_t(g.ranks), 0);
+  displs.assign(size_t(g.ranks), 0);
+  const float* mine = state;
+  for (int d = 0; d < g.ranks; ++d)
+    for (const ShardPiece& o : shards_.owned(g, run.lo, run.hi, d)) {  // at most one per run
+      counts[size_t(d)] = int(o.hi - o.lo);
+      displs[size_t(d)] = int(o.lo - run.lo);
+      if (d == g.rank && state) mine = state + g.base + o.local;
+    }
+  return mine;
+}
+
+void ZeroOptimizer::gather_range(size_t begin, size_t end, const float* state, float* out,
+                                 Pending* pending) {
+  for (const ShardGroup& g : shards_.groups()) {
+    Comm& c = comm(g);
+    for (const ShardRange& run : shards_.runs(g, begin, end)) {
+      std::vector<int> counts, displs;
+      const float* mine = gather_args(g, run, state, counts, displs);
+      float* dst = out + (run.lo - begin);
+      if (!state) mine = dst + displs[size_t(g.rank)];  // in place
+      if (pending)
+        pending->emplace_back(&c,
+                              c.start_all_gatherv(mine, dst, std::move(counts), std::move(displs)));
+      else
+        c.all_gatherv(mine, dst, counts, displs);
+    }
   }
-  size_t lo = std::max(begin, shard_.lo);
-  return param_shard() + (lo < shard_.hi ? lo - shard_.lo : 0);
 }
 
-// out (end - begin) = elements [begin, end) of the flat layout, from every DP rank's shard.
-void ZeroOptimizer::gather_range(size_t begin, size_t end, float* out) {
-  std::vector<int> counts, displs;
-  const float* mine = gather_args(begin, end, counts, displs);
-  pc_.replicas().all_gatherv(mine, out, counts, displs);
+bool ZeroOptimizer::receives_state(bool everywhere) const {
+  if (stage_ == 0 || everywhere) return true;
+  for (const ShardGroup& g : shards_.groups())
+    if (g.rank == 0) return true;
+  return false;
 }
 
-CommRequest ZeroOptimizer::start_gather_range(size_t begin, size_t end, float* out) {
-  std::vector<int> counts, displs;
-  const float* mine = gather_args(begin, end, counts, displs);
-  return pc_.replicas().start_all_gatherv(mine, out, std::move(counts), std::move(displs));
+size_t ZeroOptimizer::state_gather_elems() const {
+  const ShardGroup& g = shards_.groups()[0];
+  const size_t total = layout_.total();
+  return stage_ > 0 && shards_.contiguous() ? std::max(total, g.shard * size_t(g.ranks)) : total;
+}
+
+void ZeroOptimizer::gather_state(const float* state, float* full, bool everywhere) {
+  const size_t total = layout_.total();
+  if (stage_ == 0) {  // every rank holds it all
+    if (full) be_.to_host(full, state, total * sizeof(float));
+    return;
+  }
+  LOOM_CHECK(full || !receives_state(everywhere), "no room for the gathered state");
+  auto gather = [&](const ShardGroup& g, const float* mine, float* all) {
+    LOOM_CHECK(g.shard <= size_t(INT_MAX), "ZeRO shard of ", g.shard, " elements");
+    const MPI_Comm mc = comm(g).mpi();
+    if (everywhere)
+      LOOM_MPI(MPI_Allgather(mine, int(g.shard), MPI_FLOAT, all, int(g.shard), MPI_FLOAT, mc));
+    else
+      LOOM_MPI(MPI_Gather(mine, int(g.shard), MPI_FLOAT, all, int(g.shard), MPI_FLOAT, 0, mc));
+  };
+  // Host copies of every rank's shard slots through MPI. Only the slots a rank holds exist in
+  // its state (the last shards are shorter); the rest are sent as zeros.
+  const size_t held_total = shards_.sizes().state_elems;
+  if (shards_.contiguous()) {  // the shards, in rank order, are the flat buffer (padded)
+    const ShardGroup& g = shards_.groups()[0];
+    std::vector<float> mine(g.shard, 0.0f);
+    be_.to_host(mine.data(), state, held_total * sizeof(float));
+    gather(g, mine.data(), full);
+    return;
+  }
+  if (full) std::fill(full, full + total, 0.0f);
+  for (const ShardGroup& g : shards_.groups()) {
+    const bool receives = everywhere || g.rank == 0;
+    std::vector<float> mine(g.shard, 0.0f);
+    const size_t held = std::min(g.shard, held_total - std::min(held_total, g.base));
+    if (held > 0) be_.to_host(mine.data(), state + g.base, held * sizeof(float));
+    std::vector<float> all(receives ? g.shard * size_t(g.ranks) : 0);
+    gather(g, mine.data(), all.data());
+    if (!receives) continue;
+    for (int d = 0; d < g.ranks; ++d)  // each owner's pieces to their flat place
+      for (const ShardPiece& o : shards_.owned(g, 0, total, d))
+        std::copy_n(all.data() + size_t(d) * g.shard + o.local, o.hi - o.lo, full + o.lo);
+  }
 }
 
 void ZeroOptimizer::set_full_params(const float* full) {
@@ -164,7 +233,9 @@ void ZeroOptimizer::set_full_params(const float* full) {
     model_->refresh_compute_weights();
     return;
   }
-  be_.from_host(param_shard_.data(), full + shard_.lo, (shard_.hi - shard_.lo) * sizeof(float));
+  float* shard = static_cast<float*>(param_shard_.data());
+  for (const ShardPiece& o : shards_.mine())
+    be_.from_host(shard + o.local, full + o.lo, (o.hi - o.lo) * sizeof(float));
 }
 
 void ZeroOptimizer::get_full_params(float* full) {
@@ -172,9 +243,9 @@ void ZeroOptimizer::get_full_params(float* full) {
     be_.to_host(full, model_->params(), layout_.total() * sizeof(float));
     return;
   }
-  if (be_.device() == Device::CPU) return gather_range(0, layout_.total(), full);
+  if (be_.device() == Device::CPU) return gather_range(0, layout_.total(), param_shard(), full);
   Buffer dev_full(layout_.total() * sizeof(float), be_.device());  // checkpoint/export only
-  gather_range(0, layout_.total(), static_cast<float*>(dev_full.data()));
+  gather_range(0, layout_.total(), param_shard(), static_cast<float*>(dev_full.data()));
   be_.to_host(full, dev_full.data(), dev_full.bytes());
 }
 
@@ -215,11 +286,13 @@ GradHooks ZeroOptimizer::grad_hooks() {
     // In flight until the buffer is needed again (layer_begin of the next layer using it) or
     // the step's gradients are (reduce_grads_and_norm).
     LOOM_CHECK(staged_[b].layer < 0, "staging buffer ", b, " reused before its reduce finished");
-    for (int d = 0; d < dp_; ++d) {
-      ShardRange o = owned_by(layer_begin_[l], layer_end_[l], d);
-      for (size_t off = o.lo; off < o.hi; off += kBucket)
-        staged_[b].reqs.push_back(pc_.replicas().start_reduce(data + (off - layer_begin_[l]),
-                                                              std::min(kBucket, o.hi - off), d));
+    for (const ShardGroup& g : shards_.groups()) {
+      Comm& c = comm(g);
+      for (int d = 0; d < g.ranks; ++d)
+        for (const ShardPiece& o : shards_.owned(g, layer_begin_[l], layer_end_[l], d))
+          for (size_t off = o.lo; off < o.hi; off += kBucket)
+            staged_[b].reqs.emplace_back(&c, c.start_reduce(data + (off - layer_begin_[l]),
+                                                            std::min(kBucket, o.hi - off), d));
     }
     staged_[b].layer = layer;
   };
@@ -256,19 +329,19 @@ void ZeroOptimizer::zero_grad() {
   be_.zero(other_stage_.data(), other_stage_.bytes());
 }
 
-// Sums data (elements [begin, end) of the flat layout) over the DP group into the owners'
-// gradient shards: one in-place reduce per shard the range touches.
+// Sums data (elements [begin, end) of the flat layout) over each group into the owners'
+// gradient shards: one in-place reduce per owned piece the range touches.
 void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
-  const int me = pc_.replicas().rank();
-  for (int d = 0; d < dp_; ++d) {
-    ShardRange o = owned_by(begin, end, d);
-    if (o.lo >= o.hi) continue;
-    float* piece = data + (o.lo - begin);
-    pc_.replicas().reduce(piece, o.hi - o.lo, d);
-    if (d == me) {
-      float* dst = static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo);
-      be_.add_inplace(dst, piece, o.hi - o.lo);
-    }
+  for (const ShardGroup& g : shards_.groups()) {
+    Comm& c = comm(g);
+    for (int d = 0; d < g.ranks; ++d)
+      for (const ShardPiece& o : shards_.owned(g, begin, end, d)) {
+        float* piece = data + (o.lo - begin);
+        c.reduce(piece, o.hi - o.lo, d);
+        if (d == g.rank)
+          be_.add_inplace(static_cast<float*>(grad_shard_.data()) + g.base + o.local, piece,
+                          o.hi - o.lo);
+      }
   }
 }
 
@@ -286,13 +359,12 @@ void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
 void ZeroOptimizer::settle(int b) {
   InFlight& s = staged_[b];
   if (s.layer < 0) return;
-  for (CommRequest& r : s.reqs) pc_.replicas().wait(r);
+  wait_all(s.reqs);
   const size_t begin = layer_begin_[local(s.layer)], end = layer_end_[local(s.layer)];
   float* data = static_cast<float*>(layer_stage_[b].data());
-  ShardRange o = owned_by(begin, end, pc_.replicas().rank());
-  if (o.lo < o.hi)
-    be_.add_inplace(static_cast<float*>(grad_shard_.data()) + (o.lo - shard_.lo),
-                    data + (o.lo - begin), o.hi - o.lo);
+  for (const ShardPiece& o : shards_.mine(begin, end))
+    be_.add_inplace(static_cast<float*>(grad_shard_.data()) + o.local, data + (o.lo - begin),
+                    o.hi - o.lo);
   be_.zero(data, (end - begin) * sizeof(float));
   s = InFlight{};
 }
@@ -300,12 +372,12 @@ void ZeroOptimizer::settle(int b) {
 void ZeroOptimizer::progress() {
   for (auto& [c, r] : reduces_) c->test(r);
   for (InFlight* f : {&staged_[0], &staged_[1], &fetched_[0], &fetched_[1]})
-    for (CommRequest& r : f->reqs) pc_.replicas().test(r);
+    for (auto& [c, r] : f->reqs) c->test(r);
 }
 
-const float* ZeroOptimizer::shard_grads() const {
-  if (stage_ < 2) return model_->grads() + shard_.lo;
-  return static_cast<const float*>(grad_shard_.data());
+const float* ZeroOptimizer::grads_of(const ShardPiece& p) const {
+  if (stage_ < 2) return model_->grads() + p.lo;
+  return static_cast<const float*>(grad_shard_.data()) + p.local;
 }
 
 void ZeroOptimizer::reduce_grads_and_norm() {
@@ -342,14 +414,13 @@ void ZeroOptimizer::reduce_grads_and_norm() {
   // experts' tensors by the first expert replica, dp < ep).
   double* sq = &state()->norm_sq;
   be_.zero(sq, sizeof(double));
-  {
-    const float* g = shard_grads();
-    for (const ParamSpec& p : layout_.params()) {
-      if (!p.norm_owner) continue;
-      if (stage_ == 0 && (p.expert ? pc_.expert_replica_index() : pc_.replicas().rank()) != 0)
-        continue;
-      size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
-      if (lo < hi) be_.sum_squares(sq, g + (lo - shard_.lo), hi - lo);
+  for (const ParamSpec& p : layout_.params()) {
+    if (!p.norm_owner) continue;
+    if (stage_ == 0 && (p.expert ? pc_.expert_replica_index() : pc_.replicas().rank()) != 0)
+      continue;
+    for (const ShardPiece& o : shards_.mine()) {
+      size_t lo = std::max(p.offset, o.lo), hi = std::min(p.offset + p.numel(), o.hi);
+      if (lo < hi) be_.sum_squares(sq, grads_of(o) + (lo - o.lo), hi - lo);
     }
   }
   pc_.world.all_reduce(sq, 1, DType::F64, ReduceOp::Sum);

@@ -12,6 +12,9 @@
 // stages 2/3 reduce each layer from one of two staging buffers while the next layer's backward
 // fills the other; stage 3 gathers the next layer into a second working buffer while the
 // current one computes.
+// With expert parallelism (ep > 1) the experts' tensors are sharded over their own group, the
+// dp / ep expert replicas that hold the same experts, and the other tensors over the dp group
+// (layout/zero_shard.h); every reduction and gather runs on the group of the elements it moves.
 #pragma once
 #include <map>
 #include <vector>
@@ -44,7 +47,7 @@ class ZeroOptimizer {
 
   int stage() const { return stage_; }
   Backend& backend() const { return be_; }
-  size_t param_capacity() const { return size_t(dp_) * shard_size_; }
+  size_t param_capacity() const { return param_capacity_; }
   // Stages 2, 3 place gradients themselves; stages 0/1 keep the model's buffer and, with
   // overlap, start their reductions from the hooks ({} without overlap).
   GradHooks grad_hooks();
@@ -75,20 +78,36 @@ class ZeroOptimizer {
   // Resume: updates applied and steps skipped before this process.
   void set_update_counts(int applied, int skipped);
   MemoryReport memory() const;
-  ShardRange shard() const { return shard_; }  // the range whose moments this rank holds
+  // The flat elements whose moments (and ZeRO-2/3 gradients, ZeRO-3 parameters) this rank
+  // holds, and where in its local state.
+  const ZeroShards& shards() const { return shards_; }
   float* m() { return static_cast<float*>(m_.data()); }
   float* v() { return static_cast<float*>(v_.data()); }
+  // A buffer laid out as this rank's state (m(), v(), param_shard(); backend memory) gathered
+  // into the whole flat buffer on the host, in `full` (state_gather_elems() floats; only the
+  // first layout.total() matter): on every rank (everywhere = true), or only on each group's
+  // rank 0 (receives_state(false)); full may be null on the others. A rank that is rank 0 of
+  // the experts' group only gets the experts' elements, zeros elsewhere. Stage 0: a copy.
+  bool receives_state(bool everywhere) const;
+  size_t state_gather_elems() const;
+  void gather_state(const float* state, float* full, bool everywhere);
 
  private:
   cpu::StepState* state() { return static_cast<cpu::StepState*>(state_.data()); }
-  const float* shard_grads() const;  // gradient of element shard_.lo onwards
-  // The part of flat range [begin, end) inside DP rank d's shard (lo == hi when none).
-  ShardRange owned_by(size_t begin, size_t end, int d) const;
+  using Pending = std::vector<std::pair<Comm*, CommRequest>>;  // requests and their groups
+  const float* grads_of(const ShardPiece& p) const;  // the gradient of the piece's element lo
+  Comm& comm(const ShardGroup& g) { return g.expert ? pc_.expert_replicas() : pc_.replicas(); }
   void reduce_to_owners(size_t begin, size_t end, float* data);
-  const float* gather_args(size_t begin, size_t end, std::vector<int>& counts,
-                           std::vector<int>& displs) const;
-  void gather_range(size_t begin, size_t end, float* out);  // stage 3: flat range from shards
-  CommRequest start_gather_range(size_t begin, size_t end, float* out);
+  // Every owner's part of the run [lo, hi) as all_gatherv counts and displacements (relative
+  // to lo); returns where this rank's part is in `state`.
+  const float* gather_args(const ShardGroup& g, ShardRange run, const float* state,
+                           std::vector<int>& counts, std::vector<int>& displs) const;
+  // out (end - begin) = flat elements [begin, end), gathered from the owners' `state` buffers
+  // (stage 3: the parameter shards; nullptr: out already holds this rank's own parts, the
+  // gather is in place) over each group; pending: started, not waited for.
+  void gather_range(size_t begin, size_t end, const float* state, float* out,
+                    Pending* pending = nullptr);
+  void wait_all(Pending& p);
   bool deferred(const ParamSpec& p) const;
   // Index of a global layer among this stage's (all chunks, in order).
   size_t local(int layer) const { return size_t(layout_.local_layer(layer)); }
@@ -98,7 +117,7 @@ class ZeroOptimizer {
   // in flight from staging buffer b (add the owned part to the shard, zero the buffer).
   void start_all_reduce(size_t begin, size_t end);
   // The group that sums a run's gradients: the expert replicas for the experts' tensors, the
-  // replicas otherwise.
+  // replicas otherwise (the same groups as the shards' whenever ZeRO shards).
   Comm& group(const ParamLayout::FlatRun& r) {
     return r.expert ? pc_.expert_replicas() : pc_.replicas();
   }
@@ -112,8 +131,8 @@ class ZeroOptimizer {
   bool overlap_;
   bool last_backward_done_ = false;  // the step's last backward ran (zero_grad resets it)
   bool tied_across_stages_;
-  size_t shard_size_;
-  ShardRange shard_;
+  ZeroShards shards_;
+  size_t param_capacity_;  // elements the model's parameter buffer needs (stages 0-2)
   GPTStage* model_ = nullptr;
   Buffer m_, v_;
   Buffer state_;  // (1) cpu::StepState, backend memory
@@ -131,10 +150,10 @@ class ZeroOptimizer {
   // Overlap: requests in flight. Stages 0/1: the DP all-reduces of the step. Stages 2/3: per
   // staging buffer, the reduce of the layer it holds; stage 3, per working buffer, the gather of
   // the layer announced by prefetch.
-  std::vector<std::pair<Comm*, CommRequest>> reduces_;  // and the group each runs on
+  Pending reduces_;
   struct InFlight {
     int layer = -1;  // -1: nothing in flight
-    std::vector<CommRequest> reqs;
+    Pending reqs;
   };
   InFlight staged_[2], fetched_[2];
 };

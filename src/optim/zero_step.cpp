@@ -24,18 +24,20 @@ void ZeroOptimizer::step(const cpu::StepInputs* in) {
   be_.decide_step(state(), in, rule_);
   float* params = stage_ == 3 ? nullptr : model_->params();
   float* pshard = static_cast<float*>(param_shard_.data());
-  const float* g = shard_grads();
-  for (const ParamSpec& p : layout_.params()) {
-    size_t lo = std::max(p.offset, shard_.lo), hi = std::min(p.offset + p.numel(), shard_.hi);
-    if (lo >= hi) continue;
-    size_t k = lo - shard_.lo;
-    float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
-    be_.adamw_update(p_lo, g + k, m() + k, v() + k, hi - lo, &state()->coefs[p.decay ? 1 : 0],
-                     nullptr);
-  }
-  if (stage_ == 1 || stage_ == 2) {
-    float* mine = params + size_t(pc_.replicas().rank()) * shard_size_;
-    pc_.replicas().all_gather(mine, params, shard_size_);
+  for (const ParamSpec& p : layout_.params())
+    for (const ShardPiece& o : shards_.mine()) {
+      size_t lo = std::max(p.offset, o.lo), hi = std::min(p.offset + p.numel(), o.hi);
+      if (lo >= hi) continue;
+      size_t k = o.local + (lo - o.lo);                      // in the state buffers
+      float* p_lo = stage_ == 3 ? pshard + k : params + lo;  // element lo of the flat layout
+      be_.adamw_update(p_lo, grads_of(o) + (lo - o.lo), m() + k, v() + k, hi - lo,
+                       &state()->coefs[p.decay ? 1 : 0], nullptr);
+    }
+  if ((stage_ == 1 || stage_ == 2) && shards_.contiguous()) {  // one shard each, padded buffer
+    const size_t S = shards_.sizes().dense_shard;
+    pc_.replicas().all_gather(params + size_t(pc_.replicas().rank()) * S, params, S);
+  } else if (stage_ == 1 || stage_ == 2) {  // each run of each group, in place
+    gather_range(0, layout_.total(), nullptr, params);
   }
   if (stage_ < 3) model_->refresh_compute_weights();
 }

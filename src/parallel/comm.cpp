@@ -183,6 +183,7 @@ void Comm::all_gatherv(const float* send, float* recv, const std::vector<int>& c
     if (counts[0] && recv + displs[0] != send) std::copy(send, send + counts[0], recv + displs[0]);
     return;
   }
+  if (send == recv + displs[size_t(rank_)]) send = static_cast<const float*>(MPI_IN_PLACE);
   Blocked blocked(*this, "all_gatherv");
   LOOM_MPI(MPI_Allgatherv(send, counts[size_t(rank_)], MPI_FLOAT, recv, counts.data(),
                           displs.data(), MPI_FLOAT, comm_));
@@ -341,6 +342,7 @@ CommRequest Comm::start_all_gatherv(const float* send, float* recv, std::vector<
   LOOM_CHECK(int(counts.size()) == size_ && int(displs.size()) == size_, "all_gatherv sizes");
   r.counts_ = std::move(counts);
   r.displs_ = std::move(displs);
+  if (send == recv + r.displs_[size_t(rank_)]) send = static_cast<const float*>(MPI_IN_PLACE);
   LOOM_MPI(MPI_Iallgatherv(send, r.counts_[size_t(rank_)], MPI_FLOAT, recv, r.counts_.data(),
                            r.displs_.data(), MPI_FLOAT, comm_, &r.req_));
   bytes_ += size_t(r.counts_[size_t(rank_)]) * sizeof(float);

@@ -116,7 +116,7 @@ class Comm {
   void reduce_scatter(const void* send, void* recv, size_t n, DType t);
   void all_gather(const void* send, void* recv, size_t n, DType t);
   // recv = concatenation of every rank's send, rank r contributing counts[r] elements placed
-  // at displs[r] (counts may be 0).
+  // at displs[r] (counts may be 0); in place when send is recv + displs[rank].
   void all_gatherv(const float* send, float* recv, const std::vector<int>& counts,
                    const std::vector<int>& displs);
   // This rank's send[sdispls[q], +scounts[q]) goes to rank q, which receives it at its

@@ -105,7 +105,10 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
   }
   const bool tied = sh.tied_across_stages && sh.wte > 0;
   if (replicas > 1) {  // the gradient replicas: dp x cp ranks of the same (pp, tp)
-    const uint64_t shard = zero_shard_size(sh.total, replicas);
+    // The rank's shard slots: one contiguous shard, or with ep > 1 its dense shard and its
+    // experts' shard over the dp / ep expert replicas.
+    const uint64_t shard =
+        zero_sizes(sh.total, sh.expert, replicas, dp_rank, c.ep, std::max(c.zero, 1)).shard_elems;
     if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
       v.dp.bytes = sh.total * grad;
       v.dp.calls = int64_t((sh.total + kDpBucket - 1) / kDpBucket);
@@ -118,7 +121,8 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
       if (c.zero == 3) {
         // Every micro-batch also gathers each layer before its forward and again before its
         // backward, and the non-layer tensors once (first and last stage); a rank sends the part
-        // of each range inside its own shard.
+        // of each range inside its own shard (with ep > 1, as if one group shards everything:
+        // the experts' part is then approximate, and ep > 1 volumes are not exact anyway).
         const ShardRange own = zero_shard(sh.total, replicas, dp_rank);
         const uint64_t lo = std::max<uint64_t>(own.lo, sh.layer_begin);
         const uint64_t hi = std::min<uint64_t>(own.hi, sh.layer_begin + sh.layer_elems);

@@ -16,6 +16,7 @@ MemorySpec spec_of(const PlanModel& pm, const Candidate& c, const StageShape& sh
   s.dp = c.replicas();  // ZeRO shards over the dp x cp ranks holding the same parameters
   s.dp_rank = dp_rank;
   s.zero = c.zero;
+  s.ep = c.ep;
   s.overlap = pm.overlap;
   s.microbatches = microbatches;
   return s;

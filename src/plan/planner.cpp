@@ -217,9 +217,9 @@ Plan make_plan(const PlanModel& pm, const ClusterSpec& cl) {
                 std::vector<StageArenas> arenas;  // the same for every ZeRO stage
                 for (const StageShape& sh : shapes)
                   arenas.push_back(stage_arenas(pm, c, sh, slots[size_t(sh.stage)]));
-                // ZeRO 1-3 shard over one group; the experts would need their own (loom refuses
-                // them with ep > 1).
-                for (int zero = 0; zero <= (g.replicas() > 1 && ep == 1 ? 3 : 0); ++zero) {
+                // ZeRO 1-3 where there are replicas (with ep > 1 the experts shard over their
+                // own dp / ep replicas).
+                for (int zero = 0; zero <= (g.replicas() > 1 ? 3 : 0); ++zero) {
                   c.zero = zero;
                   plan_candidate(plan, pm, cl, c, shapes, slots, arenas, m, where);
                 }

@@ -33,7 +33,7 @@ bool cp_searched(const PlanModel& pm, int cp);
 std::vector<int> virtual_stages_searched(const PlanModel& pm, int pp);
 
 // Expert-parallel sizes the search takes on a grid of dp data-parallel ranks: 1, and for a
-// Mixture of Experts each ep > 1 dividing both dp and num_experts (with ZeRO stage 0 only).
+// Mixture of Experts each ep > 1 dividing both dp and num_experts.
 std::vector<int> experts_searched(const PlanModel& pm, int dp);
 
 struct PlanEntry {

@@ -166,6 +166,7 @@ TEST(AsyncCheckpoint, EqualsSyncDp2Pp2Zero1) { async_equals_sync(2, 2, 1, 1, "dp
 TEST(AsyncCheckpoint, EqualsSyncDp2Tp2Zero3) { async_equals_sync(2, 1, 2, 3, "dp2tp2z3"); }
 // Expert parallelism: dp1 writes its experts into a shard of its own (shard_pp0_tpT_ep1.h5).
 TEST(AsyncCheckpoint, EqualsSyncMoeDp2Tp2Ep2) { async_equals_sync(2, 1, 2, 0, "moe_ep2", 2); }
+TEST(AsyncCheckpoint, EqualsSyncMoeDp4Ep2Zero2) { async_equals_sync(4, 1, 1, 2, "moe_ep2_z2", 2); }
 
 // Trainer::run(): periodic saves are committed at later step boundaries or at the end; the
 // result equals the synchronous run's and keep_last prunes committed saves only.

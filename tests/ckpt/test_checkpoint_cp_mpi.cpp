@@ -3,7 +3,8 @@
 // resumes bitwise on its own layout and continues the same loss curve on layouts with other
 // cp, dp, pp, tp and ZeRO stages; a cp=1 checkpoint resumes with cp 2. The same for a Mixture
 // of Experts model (its experts' c_proj rows split per expert over tp) across tp, pp and dp, and
-// across expert parallelism (each ep rank of the first expert replica writes its experts).
+// across expert parallelism (each ep rank of the first expert replica writes its experts), also
+// with the experts' ZeRO shards.
 #include <gtest/gtest.h>
 
 #include "ckpt/checkpoint.h"
@@ -111,6 +112,23 @@ TEST(CheckpointCp, MoeAcrossExpertParallelism) {
   train({2, 2, 2, 1, 3, true}, dir2, 10, false, 10);
   const test::TrainRun r = train({8, 1, 1, 1, 0, true, 4}, dir2, 20, true);
   if (test::world_rank() == 0) test::expect_continues(r, straight, "moe dp2 zero3 -> dp8 ep4");
+}
+
+// ZeRO with expert parallelism: the experts' moments (ZeRO-3: parameters too) are sharded over
+// their own replicas and gathered to the first expert replica's ranks, which write them.
+TEST(CheckpointCp, MoeExpertParallelWithZero) {
+  const std::string dir = fresh_dir("moe_ep_zero");
+  const Layout own{4, 1, 2, 1, 3, true, 2};
+  const test::TrainRun straight = train(own, dir + "_straight", 20, false);
+  const test::TrainRun first = train(own, dir, 10, false, 10);
+  const test::TrainRun second = train(own, dir, 20, true);
+  if (test::world_rank() == 0) test::expect_bitwise_resume(first, second, straight);
+  for (const Layout& l : {Layout{1, 1, 1, 1, 0, true}, Layout{2, 2, 1, 1, 1, true, 2},
+                          Layout{8, 1, 1, 1, 2, true, 4}}) {
+    const test::TrainRun r = train(l, dir, 20, true);
+    if (test::world_rank() == 0)
+      test::expect_continues(r, straight, "moe dp4 ep2 zero3 -> " + name(l));
+  }
 }
 
 }  // namespace

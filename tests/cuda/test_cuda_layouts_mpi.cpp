@@ -96,7 +96,8 @@ TEST(CudaLayouts, Llama) {
 // gate gradient over TP on the device; the 8-rank grid adds data and pipeline parallelism.
 // Expert parallelism moves the rows all-to-all through the device communicators and sums the
 // experts' gradients over the expert replicas: dp2 x ep2, dp4 x ep4 x tp2 with SP (each rank
-// one expert), dp2 x pp2 x tp2 x ep2.
+// one expert), dp2 x pp2 x tp2 x ep2; with ZeRO the experts shard over their own replicas
+// (dp4 x ep2 at ZeRO 2 and 3, on the device's reduces and gathers).
 TEST(CudaLayouts, Gpt2Moe) {
   Config base = gpt2();
   base.model.moe.num_experts = 4;
@@ -106,7 +107,8 @@ TEST(CudaLayouts, Gpt2Moe) {
   base.model.moe.z_loss_coef = 0.001;
   for (const Layout& l : {Layout{1, 1, 2, 0, 1, true}, Layout{2, 2, 2, 1, 1, false},
                           Layout{2, 1, 1, 0, 1, false, 1, 2}, Layout{4, 1, 2, 0, 1, true, 1, 4},
-                          Layout{2, 2, 2, 0, 1, false, 1, 2}})
+                          Layout{2, 2, 2, 0, 1, false, 1, 2}, Layout{4, 1, 2, 2, 1, false, 1, 2},
+                          Layout{4, 1, 1, 3, 1, false, 1, 2}})
     check_layout(l, base, "gpt2 moe");
 }
 

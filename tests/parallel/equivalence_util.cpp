@@ -64,25 +64,17 @@ SampleFn synthetic_samples(int vocab, int seq_len) {
 }
 
 // AdamW's first moment after step 1 is (1 - beta1) times the clipped gradient. Each DP rank
-// holds the moments of its ZeRO shard (all of them at stage 0); summing the shards over the
-// replicas (dp, or dp x cp)
-// (each element is non-zero on one rank only, so the sum is exact) gives the whole flat
-// buffer.
+// holds the moments of its ZeRO shards (all of them at stage 0); the optimizer gathers them
+// into the whole flat buffer over each group.
 std::map<std::string, CanonicalTensor> first_moment_as_gradient(Trainer& trainer, ParallelCtx& pc,
                                                                 double beta1) {
   const ParamLayout& layout = trainer.layout();
   ZeroOptimizer& opt = trainer.optimizer();
-  std::vector<float> flat(layout.total(), 0.0f);
-  const ShardRange r = opt.shard();
-  const size_t hi = std::min(r.hi, layout.total());
-  // The moments live in the optimizer's backend memory (device memory on cuda).
-  std::vector<float> m(hi > r.lo ? hi - r.lo : 0);
-  opt.backend().to_host(m.data(), opt.m(), m.size() * sizeof(float));
-  for (size_t i = r.lo; i < hi; ++i) flat[i] = float(double(m[i - r.lo]) / (1.0 - beta1));
-  // A host buffer: straight through MPI (on cuda the Comm's buffers are device memory).
-  Comm& replicas = pc.replicas();
-  if (opt.stage() > 0 && replicas.size() > 1)
-    MPI_Allreduce(MPI_IN_PLACE, flat.data(), int(flat.size()), MPI_FLOAT, MPI_SUM, replicas.mpi());
+  // Every owner's moments, gathered into the whole flat buffer on every rank of its ZeRO groups.
+  std::vector<float> flat(opt.state_gather_elems());
+  opt.gather_state(opt.m(), flat.data(), true);
+  flat.resize(layout.total());
+  for (float& x : flat) x = float(double(x) / (1.0 - beta1));
   return gather_canonical(layout, flat.data(), pc);
 }
 

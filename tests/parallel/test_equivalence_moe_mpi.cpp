@@ -3,10 +3,10 @@
 // (experts split like the dense MLP, with and without sequence parallelism), pipeline
 // (interleaved too) and data parallelism with ZeRO 1/2/3 and recompute, gpt2 and llama blocks,
 // dropless and with a capacity that drops assignments, and expert parallelism (the experts
-// split over ep ranks of the data-parallel group, rows exchanged all-to-all) with tp, pp and
-// recompute. Routing and capacity are per sequence, so they do not depend on the micro-batch
-// size or the data-parallel split. Runs under mpirun -np 8; smaller layouts use the first
-// dp*pp*tp ranks.
+// split over ep ranks of the data-parallel group, rows exchanged all-to-all) with tp, pp,
+// recompute and ZeRO 1-3 (the experts sharded over their own replicas). Routing and capacity are
+// per sequence, so they do not depend on the micro-batch size or the data-parallel split. Runs
+// under mpirun -np 8; smaller layouts use the first dp*pp*tp ranks.
 #include <gtest/gtest.h>
 
 #include "tests/parallel/equivalence_util.h"
@@ -71,7 +71,7 @@ TEST(MoeEquivalence, Gpt2Capacity) {
 }
 
 // Expert parallelism: each rank computes E/ep experts on the rows every rank of its ep group
-// routed to them. Only ZeRO stage 0 runs with it today.
+// routed to them.
 TEST(MoeEquivalence, ExpertParallel) {
   const Config dropless = moe_config(false, 0.0), capped = moe_config(false, 1.25);
   check_layout({2, 1, 1, 2, 0, "none", false, 1, 2}, dropless, "gpt2 moe");
@@ -85,6 +85,23 @@ TEST(MoeEquivalence, ExpertParallel) {
   Config overlap = dropless;  // the experts' reductions start during backward on their group
   overlap.parallel.overlap = true;
   check_layout({4, 1, 2, 1, 0, "none", false, 1, 2}, overlap, "gpt2 moe overlap");
+}
+
+// ZeRO with expert parallelism: the experts' gradients, moments (and ZeRO-3 parameters) shard
+// over the dp / ep replicas of each expert, the other tensors over all dp ranks.
+TEST(MoeEquivalence, ExpertParallelZero) {
+  const Config dropless = moe_config(false, 0.0), capped = moe_config(false, 1.25);
+  check_layout({2, 1, 1, 2, 1, "none", false, 1, 2}, dropless, "gpt2 moe");
+  check_layout({4, 1, 1, 1, 2, "none", false, 1, 2}, dropless, "gpt2 moe");
+  check_layout({4, 1, 2, 1, 3, "full", false, 1, 2}, dropless, "gpt2 moe");
+  check_layout({8, 1, 1, 1, 3, "none", false, 1, 4}, capped, "gpt2 moe cap");
+  check_layout({2, 2, 2, 1, 2, "none", true, 2, 2}, capped, "gpt2 moe cap");
+  check_layout({4, 2, 1, 1, 1, "selective", false, 1, 4}, moe_config(true, 0.0), "llama moe");
+  check_layout({2, 2, 2, 1, 3, "none", false, 1, 2}, moe_config(true, 1.25), "llama moe cap");
+  Config overlap = dropless;  // reduces and gathers started early, on each group
+  overlap.parallel.overlap = true;
+  for (int zero : {1, 2, 3})
+    check_layout({4, 1, 2, 1, zero, "none", false, 1, 2}, overlap, "gpt2 moe overlap");
 }
 
 TEST(MoeEquivalence, Llama) {
