@@ -26,6 +26,14 @@ int Backend::moe_plan(int32_t*, int32_t*, int32_t*, int32_t*, const int32_t*, co
   no_moe(*this);
 }
 void Backend::moe_gather_rows(void*, const void*, const int32_t*, int, int) { no_moe(*this); }
+void Backend::grouped_matmul_forward(void*, const void*, const void*, const void*,
+                                     const std::vector<cpu::GemmSegment>&, int, int) {
+  no_moe(*this);
+}
+void Backend::grouped_matmul_backward(void*, float*, float*, const void*, const void*, const void*,
+                                      const std::vector<cpu::GemmSegment>&, int, int) {
+  no_moe(*this);
+}
 void Backend::moe_combine(void*, const void*, const void*, const int32_t*, const int32_t*,
                           const float*, const cpu::MoeDims&, int) {
   no_moe(*this);

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/device_traits.h"
 #include "core/dtype.h"
 #include "kernels/adamw.h"
 #include "kernels/attention_ring.h"
+#include "kernels/grouped_matmul.h"
 #include "kernels/moe.h"
 #include "kernels/step_state.h"
 
@@ -183,6 +185,14 @@ class Backend {
                                    const int32_t* choice, const int32_t* slot, const float* dgate,
                                    const int32_t* counts, const cpu::MoeDims& d, double aux_coef,
                                    double z_coef, double seq_weight, double tok_weight);
+  // The experts' linear layers as grouped GEMMs (kernels/grouped_matmul.h): per segment of
+  // stacked rows, matmul_forward / matmul_backward with its expert's weight and bias (w holds
+  // the experts' (IC, OC) matrices one after the other, bias their (OC) rows).
+  virtual void grouped_matmul_forward(void* out, const void* inp, const void* w, const void* bias,
+                                      const std::vector<cpu::GemmSegment>& segs, int IC, int OC);
+  virtual void grouped_matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
+                                       const void* inp, const void* w,
+                                       const std::vector<cpu::GemmSegment>& segs, int IC, int OC);
   // out (N, C) = resid + (partial + bias (C)): the row-parallel projection's epilogue.
   virtual void bias_residual(void* out, const void* resid, const void* partial, const void* bias,
                              int N, int C) = 0;

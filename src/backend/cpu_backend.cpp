@@ -141,6 +141,15 @@ class CpuBackend final : public Backend {
                const int32_t* choice, const cpu::MoeDims& d) override {
     return cpu::moe_plan(slot, offsets, rows, counts, choice, d);
   }
+  void grouped_matmul_forward(void* out, const void* inp, const void* w, const void* bias,
+                              const std::vector<cpu::GemmSegment>& segs, int IC, int OC) override {
+    cpu::grouped_matmul_forward(F(out), F(inp), F(w), F(bias), segs, IC, OC);
+  }
+  void grouped_matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
+                               const void* inp, const void* w,
+                               const std::vector<cpu::GemmSegment>& segs, int IC, int OC) override {
+    cpu::grouped_matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), F(w), segs, IC, OC);
+  }
   void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C) override {
     cpu::moe_gather_rows(out, x, rows, M, C, sizeof(float));
   }

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <type_traits>
+
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
 #include "kernels/moe.h"
@@ -47,6 +49,43 @@ int CudaMoeBackend<T>::moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, 
     plan_work_ints_ = need;
   }
   return cuda::moe_plan(slot, offsets, rows, counts, choice, d, plan_work_.get(), stream());
+}
+
+template <typename T>
+void CudaMoeBackend<T>::grouped_matmul_forward(void* out, const void* inp, const void* w,
+                                               const void* bias,
+                                               const std::vector<cpu::GemmSegment>& segs, int IC,
+                                               int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!grouped_) grouped_ = std::make_unique<cuda::GroupedGemm>();
+    cuda::grouped_matmul_forward(*grouped_, A<float>(out), A<float>(inp), A<float>(w),
+                                 A<float>(bias), segs, IC, OC, stream());
+  } else {
+    const size_t wsize = size_t(IC) * OC;
+    for (const cpu::GemmSegment& g : segs)
+      this->matmul_forward(A<T>(out) + size_t(g.row) * OC, A<T>(inp) + size_t(g.row) * IC,
+                           A<T>(w) + g.expert * wsize,
+                           bias ? A<T>(bias) + size_t(g.expert) * OC : nullptr, g.rows, IC, OC);
+  }
+}
+
+template <typename T>
+void CudaMoeBackend<T>::grouped_matmul_backward(void* dinp, float* dw, float* dbias,
+                                                const void* dout, const void* inp, const void* w,
+                                                const std::vector<cpu::GemmSegment>& segs, int IC,
+                                                int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!grouped_) grouped_ = std::make_unique<cuda::GroupedGemm>();
+    cuda::grouped_matmul_backward(*grouped_, A<float>(dinp), dw, dbias, A<float>(dout),
+                                  A<float>(inp), A<float>(w), segs, IC, OC, stream());
+  } else {
+    const size_t wsize = size_t(IC) * OC;
+    for (const cpu::GemmSegment& g : segs)
+      this->matmul_backward(dinp ? A<T>(dinp) + size_t(g.row) * IC : nullptr, dw + g.expert * wsize,
+                            dbias ? dbias + size_t(g.expert) * OC : nullptr,
+                            A<T>(dout) + size_t(g.row) * OC, A<T>(inp) + size_t(g.row) * IC,
+                            A<T>(w) + g.expert * wsize, g.rows, IC, OC);
+  }
 }
 
 template <typename T>

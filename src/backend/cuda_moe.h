@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "kernels/grouped_matmul.h"
 
 namespace loom::cuda_backend {
 
@@ -18,6 +19,12 @@ class CudaMoeBackend : public Backend {
   int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
                const int32_t* choice, const cpu::MoeDims& d) override;
   void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C) override;
+  // fp32: cuBLAS grouped GEMMs; bf16/fp16 (MoE is refused there): one GEMM per segment.
+  void grouped_matmul_forward(void* out, const void* inp, const void* w, const void* bias,
+                              const std::vector<cpu::GemmSegment>& segs, int IC, int OC) override;
+  void grouped_matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
+                               const void* inp, const void* w,
+                               const std::vector<cpu::GemmSegment>& segs, int IC, int OC) override;
   void moe_combine(void* out, const void* y, const void* bias, const int32_t* slot,
                    const int32_t* choice, const float* gate, const cpu::MoeDims& d, int C) override;
   void moe_combine_backward(void* dy, float* dgate, float* dbias, const void* dout, const void* y,
@@ -39,6 +46,7 @@ class CudaMoeBackend : public Backend {
   };
   std::unique_ptr<int32_t, Free> plan_work_;  // the plan's scratch, grown to the largest dims
   size_t plan_work_ints_ = 0;
+  std::unique_ptr<cuda::GroupedGemm> grouped_;  // created by the first grouped GEMM
 };
 
 }  // namespace loom::cuda_backend

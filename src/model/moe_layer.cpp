@@ -1,6 +1,6 @@
-// Mixture-of-Experts feed-forward: routing on the backend's MoE kernels, the experts' GEMMs on
-// their rows (with expert parallelism after an all-to-all that takes each row to the rank holding
-// its expert, and back), the gated combine.
+// Mixture-of-Experts feed-forward: routing on the backend's MoE kernels, the experts' grouped
+// GEMMs on their rows (with expert parallelism after an all-to-all that takes each row to the rank
+// holding its expert, and back), the gated combine.
 #include "model/moe_layer.h"
 
 #include <algorithm>
@@ -14,19 +14,12 @@ namespace loom {
 namespace {
 cpu::MoeDims moe_dims(const BlockDims& d) { return cpu::MoeDims{d.B, d.T, d.E, d.k, d.cap}; }
 
-char* at(void* p, size_t elems, size_t esize) { return static_cast<char*>(p) + elems * esize; }
-const char* at(const void* p, size_t elems, size_t esize) {
-  return static_cast<const char*>(p) + elems * esize;
-}
-
 // The loss weights of the step's backward: per token (dloss) and per sequence (dloss * T).
 double tok_grad(const BlockScratch& s) { return double(s.moe_dloss); }
 double seq_grad(const BlockScratch& s, const BlockDims& d) { return double(s.moe_dloss) * d.T; }
 
 // Rows [row, row + rows) of the expert side's buffers belong to this rank's expert `expert`.
-struct Segment {
-  int row, rows, expert;
-};
+using Segment = cpu::GemmSegment;
 
 // Where the rows of one micro-batch go. Own side: this rank's M rows in expert order (the plan's
 // offsets). Expert side: the R rows this rank's experts compute. With ep = 1 the two are the
@@ -92,7 +85,6 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& 
   LOOM_CHECK(!be.lowp(), "Mixture of Experts runs in fp32 (the router and its plan)");
   const cpu::MoeDims md = moe_dims(d);
   const int N = d.N(), C = d.C, E = d.E, FCl = d.FCl(), Hl = d.Hl();
-  const size_t es = be.act_size();
   // Router (replicated on every TP rank, so every rank routes alike), top-k, plan.
   be.matmul_forward(s.moe_logits, x, w.router_w, nullptr, N, C, E);
   be.moe_router_forward(a.moe_probs, a.moe_lse, a.moe_choice, a.moe_gate, s.moe_logits, md);
@@ -109,20 +101,13 @@ void moe_forward(Backend& be, void* partial, const void* x, const BlockWeights& 
   const void* xr = s.moe_x;
   if (xp) dispatch_rows(ep, p, s.moe_x, a.moe_xr), xr = a.moe_xr;
   void* yr = xp ? s.moe_yr : a.moe_y;
-  const size_t w1 = size_t(C) * FCl, w2 = size_t(Hl) * C;
-  for (const Segment& g : p.segs)
-    be.matmul_forward(at(a.fch, size_t(g.row) * FCl, es), at(xr, size_t(g.row) * C, es),
-                      at(w.fc_w, g.expert * w1, es),
-                      w.fc_b ? at(w.fc_b, size_t(g.expert) * Hl, es) : nullptr, g.rows, C, FCl);
+  be.grouped_matmul_forward(a.fch, xr, w.fc_w, w.fc_b, p.segs, C, FCl);
   if (d.gated)
     be.swiglu_forward(a.fchg, a.fch, p.R, Hl);
   else
     be.gelu_forward(a.fchg, a.fch, size_t(p.R) * Hl);
   const bool bias = w.fcproj_b && tp.rank() == 0;
-  for (const Segment& g : p.segs)
-    be.matmul_forward(at(yr, size_t(g.row) * C, es), at(a.fchg, size_t(g.row) * Hl, es),
-                      at(w.fcproj_w, g.expert * w2, es),
-                      bias ? at(w.fcproj_b, size_t(g.expert) * C, es) : nullptr, g.rows, Hl, C);
+  be.grouped_matmul_forward(yr, a.fchg, w.fcproj_w, bias ? w.fcproj_b : nullptr, p.segs, Hl, C);
   if (xp) return_rows(ep, p, s.moe_yr, a.moe_y);
   be.moe_combine(partial, a.moe_y, nullptr, a.moe_slot, a.moe_choice, a.moe_gate, md, C);
 }
@@ -143,7 +128,6 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
                           const BlockDims& d, Comm& tp, Comm& ep) {
   const cpu::MoeDims md = moe_dims(d);
   const int N = d.N(), C = d.C, E = d.E, FCl = d.FCl(), Hl = d.Hl();
-  const size_t es = be.act_size();
   const Dispatch p = make_dispatch(be, a, d, ep);
   const bool xp = ep.size() > 1;
   // The expert side's output gradient and inputs: this rank's own rows, or those it received
@@ -157,12 +141,8 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
     be.moe_gather_rows(s.moe_x, x, a.moe_rows, p.M, C);
   }
   // The c_proj bias gradient: dy is the same on every TP rank, so each computes it whole.
-  const size_t w1 = size_t(C) * FCl, w2 = size_t(Hl) * C;
-  for (const Segment& sg : p.segs)
-    be.matmul_backward(at(s.moe_dhg, size_t(sg.row) * Hl, es), g.fcproj_w + sg.expert * w2,
-                       g.fcproj_b ? g.fcproj_b + size_t(sg.expert) * C : nullptr,
-                       at(dyr, size_t(sg.row) * C, es), at(a.fchg, size_t(sg.row) * Hl, es),
-                       at(w.fcproj_w, sg.expert * w2, es), sg.rows, Hl, C);
+  be.grouped_matmul_backward(s.moe_dhg, g.fcproj_w, g.fcproj_b, dyr, a.fchg, w.fcproj_w, p.segs, Hl,
+                             C);
   if (d.gated)
     be.swiglu_backward(s.moe_dh, s.moe_dhg, a.fch, p.R, Hl);
   else
@@ -170,13 +150,9 @@ void moe_backward_experts(Backend& be, void* dx, const void* x, const BlockWeigh
   // Input gradients of the expert rows: into moe_yr (its dy was read above) with expert
   // parallelism, then back to their ranks.
   void* dxr = xp ? s.moe_yr : s.moe_dxp;
-  for (const Segment& sg : p.segs)
-    be.matmul_backward(at(dxr, size_t(sg.row) * C, es), g.fc_w + sg.expert * w1,
-                       g.fc_b ? g.fc_b + size_t(sg.expert) * Hl : nullptr,
-                       at(s.moe_dh, size_t(sg.row) * FCl, es), at(xr, size_t(sg.row) * C, es),
-                       at(w.fc_w, sg.expert * w1, es), sg.rows, C, FCl);
+  be.grouped_matmul_backward(dxr, g.fc_w, g.fc_b, s.moe_dh, xr, w.fc_w, p.segs, C, FCl);
   if (xp) return_rows(ep, p, s.moe_yr, s.moe_dxp);
-  be.zero(dx, size_t(N) * C * es);
+  be.zero(dx, size_t(N) * C * be.act_size());
   be.moe_scatter_add_rows(dx, s.moe_dxp, a.moe_rows, a.moe_slot, md, p.M, C);
   // Router: through the kept gates, the balancing and the z-loss. Its input gradient is the same
   // on every TP rank: rank 0 adds it (the caller sums dx over TP).

@@ -36,7 +36,9 @@ void check_rank(const ParamLayout& l, const ZeroShards& z, int dp, int dp_rank, 
     prev = p.hi;
     ASSERT_LE(p.local + (p.hi - p.lo), z.sizes().state_elems) << "past the moments";
     for (size_t k = p.local; k < p.local + (p.hi - p.lo); ++k) ASSERT_EQ(slot[k]++, 0) << k;
-    if (z.sizes().split) EXPECT_EQ(l.expert_runs(p.lo, p.hi).size(), 1u);
+    if (z.sizes().split) {
+      EXPECT_EQ(l.expert_runs(p.lo, p.hi).size(), 1u);
+    }
   }
   for (const ShardGroup& g : z.groups()) {
     size_t held = 0;
