@@ -121,7 +121,7 @@ STEP_ORDER = [
     ("src/model/block.cpp", "void block_backward(", ["column_input_grad(", "column_input_grad("]),
     ("src/model/block.cpp", "const void* column_input_grad(", ["tp.all_reduce("]),
     ("src/optim/zero.cpp", "void ZeroOptimizer::reduce_grads_and_norm(", [
-        "pc_.embed.all_reduce(", "group(r).all_reduce(", "reduce_to_owners(", "sum_squares(",
+        "pc_.embed.all_reduce(", "group(r.expert).all_reduce(", "reduce_to_owners(", "sum_squares(",
         "pc_.world.all_reduce("]),
     ("src/optim/zero_step.cpp", "void ZeroOptimizer::step(", [
         "decide_step(", "adamw_update(", "pc_.replicas().all_gather(", "refresh_compute_weights()"]),

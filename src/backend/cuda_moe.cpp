@@ -23,6 +23,11 @@ template <typename T>
 const T* A(const void* p) {
   return static_cast<const T*>(p);
 }
+// The experts' GEMMs run in fp32 only (validate() refuses MoE with bf16/fp16).
+[[noreturn]] void fp32_only() {
+  cuda::detail::check_failed(__FILE__, __LINE__,
+                             "grouped expert GEMMs in bf16/fp16: Mixture of Experts runs in fp32");
+}
 }  // namespace
 
 template <typename T>
@@ -56,16 +61,12 @@ void CudaMoeBackend<T>::grouped_matmul_forward(void* out, const void* inp, const
                                                const void* bias,
                                                const std::vector<cpu::GemmSegment>& segs, int IC,
                                                int OC) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, float>) {
+    fp32_only();
+  } else {
     if (!grouped_) grouped_ = std::make_unique<cuda::GroupedGemm>();
     cuda::grouped_matmul_forward(*grouped_, A<float>(out), A<float>(inp), A<float>(w),
                                  A<float>(bias), segs, IC, OC, stream());
-  } else {
-    const size_t wsize = size_t(IC) * OC;
-    for (const cpu::GemmSegment& g : segs)
-      this->matmul_forward(A<T>(out) + size_t(g.row) * OC, A<T>(inp) + size_t(g.row) * IC,
-                           A<T>(w) + g.expert * wsize,
-                           bias ? A<T>(bias) + size_t(g.expert) * OC : nullptr, g.rows, IC, OC);
   }
 }
 
@@ -74,17 +75,12 @@ void CudaMoeBackend<T>::grouped_matmul_backward(void* dinp, float* dw, float* db
                                                 const void* dout, const void* inp, const void* w,
                                                 const std::vector<cpu::GemmSegment>& segs, int IC,
                                                 int OC) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, float>) {
+    fp32_only();
+  } else {
     if (!grouped_) grouped_ = std::make_unique<cuda::GroupedGemm>();
     cuda::grouped_matmul_backward(*grouped_, A<float>(dinp), dw, dbias, A<float>(dout),
                                   A<float>(inp), A<float>(w), segs, IC, OC, stream());
-  } else {
-    const size_t wsize = size_t(IC) * OC;
-    for (const cpu::GemmSegment& g : segs)
-      this->matmul_backward(dinp ? A<T>(dinp) + size_t(g.row) * IC : nullptr, dw + g.expert * wsize,
-                            dbias ? dbias + size_t(g.expert) * OC : nullptr,
-                            A<T>(dout) + size_t(g.row) * OC, A<T>(inp) + size_t(g.row) * IC,
-                            A<T>(w) + g.expert * wsize, g.rows, IC, OC);
   }
 }
 

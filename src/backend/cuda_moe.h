@@ -19,7 +19,7 @@ class CudaMoeBackend : public Backend {
   int moe_plan(int32_t* slot, int32_t* offsets, int32_t* rows, int32_t* counts,
                const int32_t* choice, const cpu::MoeDims& d) override;
   void moe_gather_rows(void* out, const void* x, const int32_t* rows, int M, int C) override;
-  // fp32: cuBLAS grouped GEMMs; bf16/fp16 (MoE is refused there): one GEMM per segment.
+  // fp32: cuBLAS grouped GEMMs; bf16/fp16 (MoE is refused there): an error.
   void grouped_matmul_forward(void* out, const void* inp, const void* w, const void* bias,
                               const std::vector<cpu::GemmSegment>& segs, int IC, int OC) override;
   void grouped_matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,

@@ -159,7 +159,7 @@ const float* ZeroOptimizer::gather_args(const ShardGroup& g, ShardRange run, con
 void ZeroOptimizer::gather_range(size_t begin, size_t end, const float* state, float* out,
                                  Pending* pending) {
   for (const ShardGroup& g : shards_.groups()) {
-    Comm& c = comm(g);
+    Comm& c = group(g.expert);
     for (const ShardRange& run : shards_.runs(g, begin, end)) {
       std::vector<int> counts, displs;
       const float* mine = gather_args(g, run, state, counts, displs);
@@ -196,7 +196,7 @@ void ZeroOptimizer::gather_state(const float* state, float* full, bool everywher
   LOOM_CHECK(full || !receives_state(everywhere), "no room for the gathered state");
   auto gather = [&](const ShardGroup& g, const float* mine, float* all) {
     LOOM_CHECK(g.shard <= size_t(INT_MAX), "ZeRO shard of ", g.shard, " elements");
-    const MPI_Comm mc = comm(g).mpi();
+    const MPI_Comm mc = group(g.expert).mpi();
     if (everywhere)
       LOOM_MPI(MPI_Allgather(mine, int(g.shard), MPI_FLOAT, all, int(g.shard), MPI_FLOAT, mc));
     else
@@ -287,7 +287,7 @@ GradHooks ZeroOptimizer::grad_hooks() {
     // the step's gradients are (reduce_grads_and_norm).
     LOOM_CHECK(staged_[b].layer < 0, "staging buffer ", b, " reused before its reduce finished");
     for (const ShardGroup& g : shards_.groups()) {
-      Comm& c = comm(g);
+      Comm& c = group(g.expert);
       for (int d = 0; d < g.ranks; ++d)
         for (const ShardPiece& o : shards_.owned(g, layer_begin_[l], layer_end_[l], d))
           for (size_t off = o.lo; off < o.hi; off += kBucket)
@@ -333,7 +333,7 @@ void ZeroOptimizer::zero_grad() {
 // gradient shards: one in-place reduce per owned piece the range touches.
 void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
   for (const ShardGroup& g : shards_.groups()) {
-    Comm& c = comm(g);
+    Comm& c = group(g.expert);
     for (int d = 0; d < g.ranks; ++d)
       for (const ShardPiece& o : shards_.owned(g, begin, end, d)) {
         float* piece = data + (o.lo - begin);
@@ -347,7 +347,7 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
 
 void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
   for (const ParamLayout::FlatRun& r : layout_.expert_runs(begin, end)) {
-    Comm& g = group(r);
+    Comm& g = group(r.expert);
     for (size_t off = r.lo; off < r.hi; off += kBucket)
       reduces_.emplace_back(&g, g.start_all_reduce(model_->grads() + off,
                                                    std::min(kBucket, r.hi - off), ReduceOp::Sum));
@@ -393,7 +393,7 @@ void ZeroOptimizer::reduce_grads_and_norm() {
       LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
       for (const ParamLayout::FlatRun& r : layout_.expert_runs(0, layout_.total()))
         for (size_t off = r.lo; off < r.hi; off += kBucket)
-          group(r).all_reduce(grads + off, std::min(kBucket, r.hi - off), ReduceOp::Sum);
+          group(r.expert).all_reduce(grads + off, std::min(kBucket, r.hi - off), ReduceOp::Sum);
     }
     for (auto& [c, r] : reduces_) c->wait(r);
     reduces_.clear();

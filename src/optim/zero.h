@@ -96,7 +96,6 @@ class ZeroOptimizer {
   cpu::StepState* state() { return static_cast<cpu::StepState*>(state_.data()); }
   using Pending = std::vector<std::pair<Comm*, CommRequest>>;  // requests and their groups
   const float* grads_of(const ShardPiece& p) const;  // the gradient of the piece's element lo
-  Comm& comm(const ShardGroup& g) { return g.expert ? pc_.expert_replicas() : pc_.replicas(); }
   void reduce_to_owners(size_t begin, size_t end, float* data);
   // Every owner's part of the run [lo, hi) as all_gatherv counts and displacements (relative
   // to lo); returns where this rank's part is in `state`.
@@ -116,11 +115,9 @@ class ZeroOptimizer {
   // Overlap: stages 0/1 start the DP all-reduce of [begin, end); stages 2/3 finish the reduce
   // in flight from staging buffer b (add the owned part to the shard, zero the buffer).
   void start_all_reduce(size_t begin, size_t end);
-  // The group that sums a run's gradients: the expert replicas for the experts' tensors, the
-  // replicas otherwise (the same groups as the shards' whenever ZeRO shards).
-  Comm& group(const ParamLayout::FlatRun& r) {
-    return r.expert ? pc_.expert_replicas() : pc_.replicas();
-  }
+  // The group that sums (and shards) gradients: the expert replicas for the experts' tensors,
+  // the replicas otherwise.
+  Comm& group(bool expert) { return expert ? pc_.expert_replicas() : pc_.replicas(); }
   void settle(int b);
 
   const ParamLayout& layout_;

@@ -55,13 +55,18 @@ std::string name(const Layout& l) {
          (l.ep > 1 ? " ep" + std::to_string(l.ep) : "");
 }
 
-TEST(CheckpointCp, ExactResume) {
-  const Layout l{2, 1, 2, 2, 2};
-  const std::string dir = fresh_dir("exact");
+// 20 steps straight, and 10 saved then 10 resumed in `dir`, on layout l: the resumed run is
+// bitwise the straight one. Returns the straight run.
+test::TrainRun expect_bitwise_on_own_layout(const Layout& l, const std::string& dir) {
   const test::TrainRun straight = train(l, dir + "_straight", 20, false);
   const test::TrainRun first = train(l, dir, 10, false, 10);
   const test::TrainRun second = train(l, dir, 20, true);
   if (test::world_rank() == 0) test::expect_bitwise_resume(first, second, straight);
+  return straight;
+}
+
+TEST(CheckpointCp, ExactResume) {
+  expect_bitwise_on_own_layout({2, 1, 2, 2, 2}, fresh_dir("exact"));
 }
 
 TEST(CheckpointCp, ReshardAcrossContextParallelism) {
@@ -96,11 +101,7 @@ TEST(CheckpointCp, MoeReshardAcrossLayouts) {
 TEST(CheckpointCp, MoeAcrossExpertParallelism) {
   const std::string dir = fresh_dir("moe_ep");
   // Bitwise on its own layout: dp4 with the 4 experts one per rank, under tp 2.
-  const Layout own{4, 1, 2, 1, 0, true, 4};
-  const test::TrainRun straight = train(own, dir + "_straight", 20, false);
-  const test::TrainRun first = train(own, dir, 10, false, 10);
-  const test::TrainRun second = train(own, dir, 20, true);
-  if (test::world_rank() == 0) test::expect_bitwise_resume(first, second, straight);
+  const test::TrainRun straight = expect_bitwise_on_own_layout({4, 1, 2, 1, 0, true, 4}, dir);
   // Onto one rank, other ep and ZeRO-2 without ep.
   for (const Layout& l :
        {Layout{1, 1, 1, 1, 0, true}, Layout{2, 2, 2, 1, 0, true, 2}, Layout{8, 1, 1, 1, 2, true}}) {
@@ -118,11 +119,7 @@ TEST(CheckpointCp, MoeAcrossExpertParallelism) {
 // their own replicas and gathered to the first expert replica's ranks, which write them.
 TEST(CheckpointCp, MoeExpertParallelWithZero) {
   const std::string dir = fresh_dir("moe_ep_zero");
-  const Layout own{4, 1, 2, 1, 3, true, 2};
-  const test::TrainRun straight = train(own, dir + "_straight", 20, false);
-  const test::TrainRun first = train(own, dir, 10, false, 10);
-  const test::TrainRun second = train(own, dir, 20, true);
-  if (test::world_rank() == 0) test::expect_bitwise_resume(first, second, straight);
+  const test::TrainRun straight = expect_bitwise_on_own_layout({4, 1, 2, 1, 3, true, 2}, dir);
   for (const Layout& l : {Layout{1, 1, 1, 1, 0, true}, Layout{2, 2, 1, 1, 1, true, 2},
                           Layout{8, 1, 1, 1, 2, true, 4}}) {
     const test::TrainRun r = train(l, dir, 20, true);
