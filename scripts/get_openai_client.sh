@@ -5,34 +5,25 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FETCH_NAME=get_openai_client
+source "$ROOT/scripts/npm_fetch.sh"
 DEST="${LOOM_OPENAI_CLIENT_DIR:-$ROOT/data/clients/openai}"
 PKG=openai@5.23.2
 SHA=a2aa74ff8be1a80a215af201a3d2228e999464d166c1eaec2c9ca313395fbef1  # of the npm tarball
-say() { echo "get_openai_client: $*"; }
 
 if [[ -f "$DEST/.sha256" ]] && [[ "$(cat "$DEST/.sha256")" == "$SHA" ]] && [[ -f "$DEST/index.js" ]]; then
   say "already in place: $DEST"
   exit 0
 fi
-command -v npm > /dev/null 2>&1 ||
-  { say "npm is not installed; install it with 'apt-get install -y npm' and re-run" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-say "fetching $PKG from the npm registry"
-# 'npm pack' only downloads the package tarball: no dependencies, no install scripts run.
-if ! (cd "$TMP" && npm pack "$PKG" --silent > pack.log 2>&1); then
-  say "'npm pack $PKG' failed:" >&2
-  sed 's/^/  /' "$TMP/pack.log" >&2
-  exit 1
-fi
-got="$(sha256sum "$TMP"/openai-*.tgz | cut -d' ' -f1)"
-if [[ "$got" != "$SHA" ]]; then
-  say "checksum mismatch for $PKG: got $got, want $SHA" >&2
-  exit 1
-fi
-tar -xzf "$TMP"/openai-*.tgz -C "$TMP"
+need_tools npm
+fetch_tmp
+npm_pack "$PKG" "$FETCH_TMP"
+tgz=("$FETCH_TMP"/openai-*.tgz)
+sha_is "${tgz[0]}" "$SHA" ||
+  fail "checksum mismatch for $PKG: got $(sha256sum "${tgz[0]}" | cut -d' ' -f1), want $SHA"
+tar -xzf "${tgz[0]}" -C "$FETCH_TMP"
 rm -rf "$DEST"
 mkdir -p "$(dirname "$DEST")"
-mv "$TMP/package" "$DEST"
+mv "$FETCH_TMP/package" "$DEST"
 echo "$SHA" > "$DEST/.sha256"
 say "installed $PKG in $DEST"

@@ -6,6 +6,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FETCH_NAME=get_tiktoken_ranks
+source "$ROOT/scripts/npm_fetch.sh"
 DEST="${LOOM_TIKTOKEN_DIR:-$ROOT/data/tokenizer}"
 PKG="js-tiktoken@1.0.21"
 NAMES=(cl100k_base o200k_base r50k_base)
@@ -14,31 +16,17 @@ declare -A SHA=(
   [o200k_base]=446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d
   [r50k_base]=306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
 )
-say() { echo "get_tiktoken_ranks: $*"; }
-check() {  # check FILE SHA -> 0 when the file exists with that checksum
-  [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$2" ]]
-}
 
 missing=0
-for n in "${NAMES[@]}"; do check "$DEST/$n.tiktoken" "${SHA[$n]}" || missing=1; done
+for n in "${NAMES[@]}"; do sha_is "$DEST/$n.tiktoken" "${SHA[$n]}" || missing=1; done
 if [[ $missing == 0 ]]; then
   say "already in place: $DEST/{cl100k_base,o200k_base,r50k_base}.tiktoken"
   exit 0
 fi
-for tool in npm node; do
-  command -v "$tool" >/dev/null 2>&1 ||
-    { say "$tool is not installed; install it with 'apt-get install -y nodejs npm' and re-run" >&2; exit 1; }
-done
-
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-say "fetching $PKG from the npm registry"
-# 'npm pack' only downloads the package tarball: no dependencies, no install scripts run.
-if ! (cd "$TMP" && npm pack "$PKG" --silent >pack.log 2>&1); then
-  say "'npm pack $PKG' failed:" >&2
-  sed 's/^/  /' "$TMP/pack.log" >&2
-  exit 1
-fi
+need_tools npm node
+fetch_tmp
+TMP="$FETCH_TMP"
+npm_pack "$PKG" "$TMP"
 tar -xzf "$TMP"/js-tiktoken-*.tgz -C "$TMP" package/dist/ranks
 # The package's ranks/NAME.cjs is "module.exports = {JSON};" whose bpe_ranks string holds lines
 # "! FIRST_RANK TOKEN TOKEN ..." (base64 tokens with consecutive ranks). Read as JSON, not run.
@@ -60,16 +48,10 @@ for (const line of data.bpe_ranks.split("\n")) {
 rows.sort((a, b) => a[0] - b[0]);
 fs.writeFileSync(out, rows.map(([rank, tok]) => tok + " " + rank + "\n").join(""));
 JS
-mkdir -p "$DEST"
 for n in "${NAMES[@]}"; do
   node "$TMP/convert.cjs" "$TMP/package/dist/ranks/$n.cjs" "$TMP/$n.tiktoken"
-  if ! check "$TMP/$n.tiktoken" "${SHA[$n]}"; then
-    say "$n.tiktoken converted from $PKG does not have the expected sha256; not installing it" >&2
-    exit 1
-  fi
+  sha_is "$TMP/$n.tiktoken" "${SHA[$n]}" ||
+    fail "$n.tiktoken converted from $PKG does not have the expected sha256; not installing it"
 done
-for n in "${NAMES[@]}"; do  # copy then rename: never a half-written file in DEST
-  cp "$TMP/$n.tiktoken" "$DEST/.$n.tiktoken.tmp"
-  mv -f "$DEST/.$n.tiktoken.tmp" "$DEST/$n.tiktoken"
-done
+for n in "${NAMES[@]}"; do install_file "$TMP/$n.tiktoken" "$DEST/$n.tiktoken"; done
 say "wrote $DEST/{cl100k_base,o200k_base,r50k_base}.tiktoken (100256, 199998 and 50256 ranks)"
