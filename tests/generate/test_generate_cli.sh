@@ -2,9 +2,10 @@
 # loom generate end to end: a checkpoint trained on one rank generates the same text on every
 # layout (greedy: tp2, pp2, dp2 on 2 ranks, tp2 x pp2 on 4; sampled: dp2, tp2 x pp2), for gpt2
 # and llama (GQA); stop strings and JSON lines; and bad input gets one clear error each.
-# usage: test_generate_cli.sh LOOM_BINARY WORKDIR
+# usage: test_generate_cli.sh LOOM_BINARY WORKDIR [GPT2_TOKENIZER_DIR]
 set -uo pipefail
-loom="$1"; work="$2"
+loom="$1"; work="$2"; gpt2="${3:-}"
+here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 passed=0; failed=0
@@ -131,5 +132,14 @@ expect "model keys refused" "--set model.n_layer is not a layout key" \
   "$loom" generate --checkpoint ck_gpt2 --prompt a --set model.n_layer=4
 expect "layout vs world" "does not divide the job's 2 ranks" \
   "${mpi2[@]}" "$loom" generate --checkpoint ck_gpt2 --prompt a --set parallel.tp=2 --set parallel.pp=2
+# A checkpoint whose stored tokenizer (GPT-2's, 50257 ids) does not match its model (257 ids):
+# prompt ids the model lacks are refused before any decoding.
+if [ -f "$gpt2/encoder.json" ]; then
+  cp -r ck_gpt2 ck_swapped && python3 "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
+  expect "tokenizer larger than the model" "which the model's 257-entry vocabulary (model.vocab_size) lacks" \
+    "$loom" generate --checkpoint ck_swapped --prompt "GNU license"
+else
+  echo "skip tokenizer larger than the model: no GPT-2 tokenizer in '$gpt2' (scripts/get_gpt2_tokenizer.sh)"
+fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

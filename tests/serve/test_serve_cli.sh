@@ -9,9 +9,11 @@
 # The official OpenAI Node.js client (scripts/get_openai_client.sh puts it in CLIENT_DIR) asks the
 # tp2 x pp2 server too: the models list, a greedy completion, its stream, and a 400 it raises as
 # BadRequestError.
-# usage: test_serve_cli.sh LOOM_BINARY WORKDIR [CLIENT_DIR]
+# A checkpoint whose tokenizer does not match its model gets 400 for prompt ids the model lacks.
+# usage: test_serve_cli.sh LOOM_BINARY WORKDIR [CLIENT_DIR [GPT2_TOKENIZER_DIR]]
 set -uo pipefail
-loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; client="${3:-}"
+loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; client="${3:-}"; gpt2="${4:-}"
+here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
 passed=0; failed=0
@@ -36,11 +38,12 @@ checkpoint: {dir: ck, save_interval: 400}
 YAML
 "$loom" train tiny.yaml > train.log 2>&1 || { echo "FAIL training the checkpoint"; tail -5 train.log; exit 1; }
 
-# serve NAME NP [loom serve args...]: starts a server in the background; sets port and pid.
+# serve NAME NP [loom serve args...]: starts a server in the background (on checkpoint
+# $SERVE_CKPT, default ck); sets port and pid.
 serve() {
   local name=$1 np=$2
   shift 2
-  "${mpi[@]}" -np "$np" "$loom" serve --checkpoint ck --port 0 "$@" > "$name.out" 2> "$name.err" &
+  "${mpi[@]}" -np "$np" "$loom" serve --checkpoint "${SERVE_CKPT:-ck}" --port 0 "$@" > "$name.out" 2> "$name.err" &
   pid=$!
   pids+=("$pid")
   port=""
@@ -256,6 +259,25 @@ code=$(curl -s -o nf.json -w '%{http_code}' "http://127.0.0.1:$portA/v1/chat/com
 [ "$code" = 404 ] && grep -q '"error"' nf.json && ok "unknown path: 404 with an error" || fail "unknown path: $code"
 post "$portA" '{"prompt": "GNU", "max_tokens": 3, "temperature": 0}' > /dev/null
 [ "$status" = 200 ] && ok "still serving after the bad requests" || fail "after bad requests: $status"
+
+# 7b. A checkpoint whose stored tokenizer (GPT-2's, 50257 ids) does not match its model (257 ids):
+# a prompt with ids the model lacks gets 400, and the server stays up.
+if [ -f "$gpt2/encoder.json" ]; then
+  cp -r ck ck_swapped && python3 "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
+  SERVE_CKPT=ck_swapped serve S 1
+  post "$port" '{"prompt": "GNU license", "max_tokens": 2}' > swapped.json
+  swapped_status=$status
+  post "$port" '{"prompt": "a", "max_tokens": 2}' > /dev/null  # GPT-2's id of "a" is 64
+  if [ "$swapped_status" = 400 ] && grep -q "257-entry vocabulary (model.vocab_size) lacks" swapped.json &&
+    [ "$status" = 200 ]; then
+    ok "tokenizer larger than the model: 400 ($(js 'd["error"]["message"]' < swapped.json)), still up"
+  else
+    fail "tokenizer larger than the model: $swapped_status $(cat swapped.json), then $status"
+  fi
+  kill -TERM "$pid"
+else
+  echo "skip tokenizer larger than the model: no GPT-2 tokenizer in '$gpt2' (scripts/get_gpt2_tokenizer.sh)"
+fi
 
 # 8. A client that hangs up mid-stream frees its slot: one slot, slowed decode steps.
 export LOOM_TEST_DECODE_SLEEP_MS=100
