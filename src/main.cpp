@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/plan_command.h"
 #include "core/check.h"
+#include "core/crash_report.h"
 #include "core/log.h"
 #include "parallel/collective.h"
 
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   // Threads besides the main one (OpenMP, the asynchronous checkpoint writer) never call MPI.
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  loom::install_crash_report();  // a crashing rank names itself, after MPI's own handlers
   int rank = 0, world = 1, code = 0;
   loom::cli::Phase phase = loom::cli::Phase::StartUp;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "core/crash_report.h"
+
 namespace loom {
 namespace {
 std::string g_prefix = "[loom] ";
@@ -11,6 +13,7 @@ bool g_is_log_rank = true;
 
 void set_log_prefix(const std::string& prefix, bool is_log_rank_) {
   g_prefix = prefix;
+  set_crash_prefix(prefix);
   g_is_log_rank = is_log_rank_;
 }
 const std::string& log_prefix() { return g_prefix; }

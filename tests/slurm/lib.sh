@@ -36,6 +36,10 @@ make_corpus() {
     --append-eod --workers 1 > /dev/null 2>&1 || fail "loom-preprocess"
 }
 
+# The log of a failed job without its per-step lines: each attempt's start, srun's verdicts, a
+# crashed rank's report (signal, rank, backtrace) and loom's errors, the last 60 lines.
+job_story() { grep -v -E '^\[loom [^]]*\] step +[0-9]+/' "$1" | tail -60; }
+
 job_field() { scontrol show job "$1" 2> /dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2; }
 
 # Waits until job $1 ends (requeues included), at most $2 seconds; prints its final state.

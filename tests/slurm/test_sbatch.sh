@@ -25,7 +25,7 @@ ref=$(submit --output="$work/ref-%j.out" "${common[@]}" --set run.dir="$work/ref
 echo "submitted: uninterrupted job $ref ($steps steps)"
 t0=$SECONDS
 s_ref=$(wait_job "$ref" 400)
-[ "$s_ref" = COMPLETED ] || fail "job $ref ended $s_ref: $(tail -5 "$work/ref-$ref.out")"
+[ "$s_ref" = COMPLETED ] || fail "job $ref ended $s_ref:"$'\n'"$(job_story "$work/ref-$ref.out")"
 echo "uninterrupted job: COMPLETED after $((SECONDS - t0)) s"
 out="$work/ref-$ref.out"
 grep -q "step $steps/$steps" "$out" || grep -q "\"step\":$steps," "$work/ref_run/metrics.jsonl" ||
@@ -50,7 +50,7 @@ echo "submitted: the same with --time=2, job $timed"
 t1=$SECONDS
 s_timed=$(wait_job "$timed" 600)
 out="$work/timed-$timed.out"
-[ "$s_timed" = COMPLETED ] || fail "job $timed ended $s_timed: $(tail -8 "$out")"
+[ "$s_timed" = COMPLETED ] || fail "job $timed ended $s_timed:"$'\n'"$(job_story "$out")"
 restarts=$(job_field "$timed" Restarts)
 echo "--time=2 job: COMPLETED after $((SECONDS - t1)) s, $restarts restart(s)"
 [ "${restarts:-0}" -ge 1 ] || fail "job $timed was never requeued (raise LOOM_TEST_STEP_SLEEP_MS)"
