@@ -61,7 +61,9 @@ extern "C" void on_fatal_signal(int sig, siginfo_t* info, void*) {
   put(g_prefix);
   put("fatal: ");
   put(signal_name(sig));
-  if (sig != SIGABRT && info != nullptr) {
+  // A fault the kernel raised (si_code > 0) has an address; a signal sent by abort() or kill
+  // (SI_USER, SI_TKILL) has none: its si_addr field holds the sender's pid.
+  if (info != nullptr && info->si_code > 0) {
     put(" at address ");
     put_hex(reinterpret_cast<uintptr_t>(info->si_addr));
   }
