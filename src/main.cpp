@@ -12,7 +12,9 @@
 #include "core/check.h"
 #include "core/crash_report.h"
 #include "core/log.h"
+#include "core/process.h"
 #include "parallel/collective.h"
+#include "train/signals.h"
 
 namespace {
 
@@ -78,6 +80,19 @@ int dispatch(const loom::cli::Args& a, int rank, loom::cli::Phase& phase) {
 
 int main(int argc, char** argv) {
   loom::ensure_fast_blas(argv);
+  // The command line needs no MPI: parsed first, its error reported after MPI_Init by rank 0.
+  loom::cli::Args args;
+  std::string bad_args;
+  try {
+    args = loom::cli::parse_args(argc, argv);
+  } catch (const loom::UserError& e) {
+    bad_args = e.what();
+  }
+  // train and serve turn SIGTERM/SIGUSR1 into a stop request polled at a safe point. Caught
+  // before MPI_Init (about a second under srun), so no signal in start-up kills the rank.
+  if (args.command == "train" || args.command == "serve") loom::install_stop_signals();
+  // Test hook: LOOM_TEST_START_DELAY_MS=N sleeps N ms here, a start-up a signal can reach.
+  loom::TestDelay("LOOM_TEST_START_DELAY_MS")();
   // Threads besides the main one (OpenMP, the asynchronous checkpoint writer) never call MPI.
   int provided = MPI_THREAD_SINGLE;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -87,7 +102,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   try {
-    code = dispatch(loom::cli::parse_args(argc, argv), rank, phase);
+    if (!bad_args.empty()) throw loom::UserError(bad_args);
+    code = dispatch(args, rank, phase);
   } catch (const loom::ReportedError& e) {
     code = e.code;
   } catch (const loom::UserError& e) {

@@ -96,9 +96,6 @@ void need_one_process(const char* cmd) {
 int cmd_train(const Args& a, Phase& phase) {
   if (a.operands.size() != 1)
     throw UserError("loom train needs one config file: loom train CONFIG.yaml [--set k=v]...");
-  // From the start: a stop signal during start-up (loading a large checkpoint) waits for the
-  // first step and its checkpoint instead of killing the rank.
-  install_stop_signals();
   Job j = start(a.operands[0], a.overrides);
   collectively([&] { j.trainer->init_weights(); });
   j.trainer->resume();

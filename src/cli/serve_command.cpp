@@ -30,7 +30,6 @@ int cmd_serve(const Args& a, Phase& phase) {
     throw UserError(str("loom serve: --port ", port, " must be in 0..65535 (0: any free port)"));
   const int batch = option_int(a, "--batch", 16);
   if (batch < 1) throw UserError(str("loom serve: --batch ", batch, " must be >= 1"));
-  install_stop_signals();  // SIGTERM: finish the requests in flight, then exit
   const DecodeCheckpoint ck = open_decode_checkpoint("serve", ckpt, a.overrides, world);
   const Config& c = ck.config;
   Decoder d = make_decoder(ck, batch, /*use_cache=*/true);

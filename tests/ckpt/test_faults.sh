@@ -5,7 +5,8 @@
 #  2. a corrupted shard is detected by its checksum and skipped with a warning naming the file;
 #  3. a job killed mid-run resumes and reaches the same final loss as an uninterrupted run;
 #  4. SIGTERM to one rank stops every rank after the same step with a checkpoint and exit 75
-#     (stopped early: run again to continue), and the run resumes from it to the same final loss.
+#     (stopped early: run again to continue), and the run resumes from it to the same final loss;
+#  5. SIGUSR1 while the ranks start (before MPI_Init) stops the run after step 1 the same way.
 # After each resume, metrics.jsonl holds every step once, equal to the uninterrupted run's: the
 # steps a killed attempt logged after its last checkpoint are dropped when the next one resumes.
 # usage: test_faults.sh LOOM_BINARY WORKDIR
@@ -107,6 +108,29 @@ got=$(last_loss run_term/metrics.jsonl)
 [ "$got" = "$ref" ] || fail "final loss after SIGTERM+resume $got != uninterrupted $ref"
 same_steps ref60_run/metrics.jsonl run_term/metrics.jsonl
 echo "ok: SIGTERM to one rank stopped every rank after step $step with a checkpoint and exit 75, resumed, final loss $got == $ref"
+
+# 5. SIGUSR1 during start-up, before MPI_Init (a test hook holds every rank 3 s there): the
+# request is kept until the first step, which is saved, and the job exits 75. Sent once the rank
+# catches SIGUSR1 (bit 10 of SigCgt), which is before the pause and after any re-exec of loom.
+early=(--set train.steps=60 --set checkpoint.dir=ckpt_early --set run.dir=run_early)
+LOOM_TEST_START_DELAY_MS=3000 "${mpi[@]}" "$loom" train cfg.yaml "${early[@]}" > early.log 2>&1 &
+pid=$!
+rank=""
+for _ in $(seq 1 200); do
+  rank=$(pgrep -P $pid | tail -1)
+  mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$rank/status" 2> /dev/null)
+  [ -n "$mask" ] && (((0x$mask >> 9) & 1)) && break
+  rank=""
+  sleep 0.01
+done
+[ -n "$rank" ] || { kill -9 $pid; fail "no rank of mpirun $pid came to catch SIGUSR1"; }
+kill -USR1 "$rank"
+wait $pid; rc=$?
+[ "$rc" = 75 ] || fail "SIGUSR1 in start-up: exit $rc, not 75 (stopped early): $(tail -3 early.log)"
+grep -q "received SIGUSR1: saving a checkpoint and stopping after step 1$" early.log ||
+  fail "SIGUSR1 in start-up: no stop after step 1: $(tail -3 early.log)"
+[ "$(cat ckpt_early/latest)" = step_0000001 ] || fail "SIGUSR1 in start-up: latest is $(cat ckpt_early/latest)"
+echo "ok: SIGUSR1 before MPI_Init stopped the run after step 1 with a checkpoint and exit 75"
 
 # Bad input: a resume path that does not exist, and a meta.json that does not parse.
 "${mpi[@]}" "$loom" train cfg.yaml --set checkpoint.resume=nowhere/step_1 > bad1.log 2>&1 && fail "missing path accepted"
