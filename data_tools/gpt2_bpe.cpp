@@ -93,8 +93,8 @@ uint64_t hash_bytes(const uint8_t* s, size_t n) {
   return h | 1;  // 0 marks an empty cache slot
 }
 
-constexpr size_t kMaxCachedPiece = 128;  // longer pieces are merged each time
-constexpr size_t kHeapThreshold = 64;    // longer pieces use the O(n log n) strategy
+constexpr size_t kMaxCachedPiece = 128;    // longer pieces are merged each time
+constexpr size_t kGpt2HeapThreshold = 64;  // longer pieces use the O(n log n) strategy
 constexpr size_t kMaxSlots = size_t(1) << 20, kMaxKeyBytes = size_t(16) << 20;
 
 }  // namespace
@@ -221,7 +221,7 @@ void Gpt2Encoder::piece(const uint8_t* s, size_t n, std::vector<int32_t>& out) {
     }
   }
   const size_t at = out.size();
-  if (n > kHeapThreshold)
+  if (n > kGpt2HeapThreshold)
     bpe_heap(s, n, out);
   else
     bpe_passes(s, n, out);

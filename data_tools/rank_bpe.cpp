@@ -73,7 +73,7 @@ int32_t RankBpeModel::find_piece(const uint8_t* s, size_t n) const {
 
 // ---- encoder ---------------------------------------------------------------------------
 namespace {
-constexpr size_t kHeapThreshold = 64;  // longer pieces use the O(n log n) merge loop
+constexpr size_t kRankHeapThreshold = 64;  // longer pieces use the O(n log n) merge loop
 }
 
 RankBpeEncoder::RankBpeEncoder(const RankBpeModel& model, Pattern pattern)
@@ -101,7 +101,7 @@ void RankBpeEncoder::piece(const uint8_t* s, size_t n, std::vector<int32_t>& out
   const int32_t whole = m_.whole_piece_first() ? m_.find_piece(s, n) : -1;
   if (whole >= 0)
     out.push_back(whole);
-  else if (n > kHeapThreshold)
+  else if (n > kRankHeapThreshold)
     merge_heap(s, n, out);
   else
     merge_linear(s, n, out);

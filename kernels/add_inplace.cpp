@@ -3,12 +3,12 @@
 
 namespace loom::cpu {
 namespace {
-constexpr long long kParallelMin = 1 << 15;
+constexpr long long kAddParallelMin = 1 << 15;
 }
 
 void add_inplace(float* acc, const float* x, size_t n) {
   const long long N = (long long)n;
-#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (N >= kAddParallelMin)
   for (long long i = 0; i < N; i++) acc[i] += x[i];
 }
 

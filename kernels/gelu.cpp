@@ -8,7 +8,8 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCoef = 0.044715f;
-constexpr long long kParallelMin = 1 << 14;  // below this a parallel region costs more than it saves
+constexpr long long kGeluParallelMin =
+    1 << 14;  // below this a parallel region costs more than it saves
 
 }  // namespace
 
@@ -16,7 +17,7 @@ constexpr long long kParallelMin = 1 << 14;  // below this a parallel region cos
 // without the cancellation in 1 + tanh(u) for negative x.
 void gelu_forward(float* out, const float* inp, size_t n) {
   const long long N = (long long)n;
-#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (N >= kGeluParallelMin)
   for (long long i = 0; i < N; i++) {
     const float x = inp[i];
     const float u = kSqrt2OverPi * (x + kCoef * x * x * x);
@@ -28,7 +29,7 @@ void gelu_forward(float* out, const float* inp, size_t n) {
 // gelu' = 0.5 (1 + tanh) + 0.5 x (1 - tanh^2) u' = s (1 + 2 x e s u').
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
   const long long N = (long long)n;
-#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (N >= kGeluParallelMin)
   for (long long i = 0; i < N; i++) {
     const float x = inp[i];
     const float u = kSqrt2OverPi * (x + kCoef * x * x * x);

@@ -3,13 +3,13 @@
 
 namespace loom::cpu {
 namespace {
-constexpr long long kParallelMin = 1 << 15;
+constexpr long long kNormParallelMin = 1 << 15;
 }
 
 double sum_squares(const float* x, size_t n) {
   const long long N = (long long)n;
   double s = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (N >= kNormParallelMin)
   for (long long i = 0; i < N; i++) {
     const double d = (double)x[i];
     s += d * d;
@@ -20,14 +20,14 @@ double sum_squares(const float* x, size_t n) {
 double sum_values(const float* x, size_t n) {
   const long long N = (long long)n;
   double s = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (N >= kNormParallelMin)
   for (long long i = 0; i < N; i++) s += (double)x[i];
   return s;
 }
 
 void scale_inplace(float* x, float s, size_t n) {
   const long long N = (long long)n;
-#pragma omp parallel for simd schedule(static) if (N >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (N >= kNormParallelMin)
   for (long long i = 0; i < N; i++) x[i] *= s;
 }
 

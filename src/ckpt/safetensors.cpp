@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/file_util.h"
 #include "core/check.h"
 #include "core/json_util.h"
 
@@ -31,12 +32,11 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {"BOOL", StDtype::BOOL, 1}, {"U8", StDtype::U8, 1},     {"I8", StDtype::I8, 1},
-    {"F8_E5M2", StDtype::F8_E5M2, 1}, {"F8_E4M3", StDtype::F8_E4M3, 1},
-    {"I16", StDtype::I16, 2},   {"U16", StDtype::U16, 2},   {"F16", StDtype::F16, 2},
-    {"BF16", StDtype::BF16, 2}, {"I32", StDtype::I32, 4},   {"U32", StDtype::U32, 4},
-    {"F32", StDtype::F32, 4},   {"F64", StDtype::F64, 8},   {"I64", StDtype::I64, 8},
-    {"U64", StDtype::U64, 8},
+    {"BOOL", StDtype::BOOL, 1},       {"U8", StDtype::U8, 1},           {"I8", StDtype::I8, 1},
+    {"F8_E5M2", StDtype::F8_E5M2, 1}, {"F8_E4M3", StDtype::F8_E4M3, 1}, {"I16", StDtype::I16, 2},
+    {"U16", StDtype::U16, 2},         {"F16", StDtype::F16, 2},         {"BF16", StDtype::BF16, 2},
+    {"I32", StDtype::I32, 4},         {"U32", StDtype::U32, 4},         {"F32", StDtype::F32, 4},
+    {"F64", StDtype::F64, 8},         {"I64", StDtype::I64, 8},         {"U64", StDtype::U64, 8},
 };
 
 const DtypeName* dtype_by_name(const std::string& s) {
@@ -76,19 +76,6 @@ bool pread_all(int fd, void* buf, size_t n, uint64_t off, int* err) {
   return true;
 }
 
-bool write_all(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t put = ::write(fd, p, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += put, n -= size_t(put);
-  }
-  return true;
-}
-
 float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
@@ -110,7 +97,9 @@ float half_to_float(uint16_t h) {
 
 void convert(const unsigned char* src, StDtype t, int64_t n, float* dst) {
   switch (t) {
-    case StDtype::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case StDtype::F32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
     case StDtype::F64:
       for (int64_t i = 0; i < n; ++i) {
         double d;
@@ -128,7 +117,8 @@ void convert(const unsigned char* src, StDtype t, int64_t n, float* dst) {
       for (int64_t i = 0; i < n; ++i)
         dst[i] = half_to_float(uint16_t(src[2 * i] | src[2 * i + 1] << 8));
       return;
-    default: LOOM_CHECK(false, "convert called for a non-float dtype");
+    default:
+      LOOM_CHECK(false, "convert called for a non-float dtype");
   }
 }
 
@@ -137,16 +127,6 @@ int64_t as_count(const json& v) {
   if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT64_MAX)) return v.get<int64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
   return -1;
-}
-
-void fsync_dir_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
 }
 
 // Writes the pieces under path.tmp, fsyncs, renames; cleans the temporary up on failure.
@@ -203,8 +183,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     throw UserError(str(where, " is not a regular file (give the path of model.safetensors)"));
   file_size_ = uint64_t(st.st_size);
   if (file_size_ < 8)
-    throw UserError(str(where, " is truncated: ", file_size_,
-                        " bytes, shorter than the 8-byte header length (re-download or re-export it)"));
+    throw UserError(
+        str(where, " is truncated: ", file_size_,
+            " bytes, shorter than the 8-byte header length (re-download or re-export it)"));
   unsigned char len8[8];
   int err = 0;
   if (!pread_all(fd_, len8, 8, 0, &err))
@@ -262,7 +243,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       continue;
     }
     const std::string bad = str(where, ": tensor '", name, "' ");
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
       throw UserError(bad + "must be an object with 'dtype', 'shape' and 'data_offsets'");
     StTensorInfo t;
     if (!v["dtype"].is_string()) throw UserError(bad + "has a dtype that is not a string");
@@ -358,7 +340,8 @@ void SafetensorsFile::read_block_f32(const std::string& name, int64_t row0, int6
   }
 }
 
-void write_safetensors(const std::string& path, const std::map<std::string, CanonicalTensor>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::map<std::string, CanonicalTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
@@ -366,17 +349,19 @@ void write_safetensors(const std::string& path, const std::map<std::string, Cano
   for (const auto& [name, t] : tensors) {
     LOOM_CHECK(name != "__metadata__", "a tensor cannot be named __metadata__");
     LOOM_CHECK(t.ndim == 1 || t.ndim == 2, "tensor ", name, " has ndim ", t.ndim);
-    LOOM_CHECK(t.data.size() == size_t(t.rows * t.cols) && (t.ndim == 2 || t.rows == 1),
-               "tensor ", name, " holds ", t.data.size(), " values for ", t.rows, "x", t.cols);
+    LOOM_CHECK(t.data.size() == size_t(t.rows * t.cols) && (t.ndim == 2 || t.rows == 1), "tensor ",
+               name, " holds ", t.data.size(), " values for ", t.rows, "x", t.cols);
     json shape = t.ndim == 1 ? json::array({t.cols}) : json::array({t.rows, t.cols});
     uint64_t bytes = uint64_t(t.data.size()) * 4;
-    h[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", json::array({off, off + bytes})}};
+    h[name] = {
+        {"dtype", "F32"}, {"shape", shape}, {"data_offsets", json::array({off, off + bytes})}};
     off += bytes;
   }
   std::string text = h.dump();
   while (text.size() % 8 != 0) text += ' ';  // data starts 8-aligned (8 + header length)
   unsigned char len8[8];
-  for (int i = 0; i < 8; ++i) len8[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len8[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));
   write_atomic(path, "safetensors file", [&](int fd) {
     if (!write_all(fd, len8, 8) || !write_all(fd, text.data(), text.size())) return false;
     for (const auto& kv : tensors)  // same (sorted) order as the offsets above

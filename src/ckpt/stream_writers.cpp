@@ -9,35 +9,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/file_util.h"
 #include "core/check.h"
 
 namespace loom {
-
-namespace {
-bool write_all(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t put = ::write(fd, p, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += put, n -= size_t(put);
-  }
-  return true;
-}
-
-void fsync_dir_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
-}
-}  // namespace
 
 SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path,
                                                  const std::vector<OutTensor>& outs,

@@ -27,12 +27,6 @@ namespace loom::cli {
 
 namespace {
 
-int world_size() {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  return world;
-}
-
 struct Job {
   Config cfg;
   std::unique_ptr<ParallelCtx> pc;
@@ -92,6 +86,12 @@ void need_one_process(const char* cmd) {
 }
 
 }  // namespace
+
+int world_size() {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  return world;
+}
 
 int cmd_train(const Args& a, Phase& phase) {
   if (a.operands.size() != 1)

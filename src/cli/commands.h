@@ -9,6 +9,8 @@ namespace loom::cli {
 // an error may be on one rank alone, and the caller aborts the whole job.
 enum class Phase { StartUp, Running };
 
+int world_size();  // ranks in MPI_COMM_WORLD
+
 int cmd_train(const Args& a, Phase& phase);
 int cmd_eval(const Args& a, Phase& phase);
 int cmd_generate(const Args& a, Phase& phase);

@@ -18,12 +18,6 @@ namespace loom::cli {
 namespace {
 using json = nlohmann::json;
 
-int world_size() {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  return world;
-}
-
 SampleOptions sample_options(const Args& a) {
   SampleOptions s;
   s.temperature = float(option_double(a, "--temperature", 1.0));

@@ -9,6 +9,12 @@
 
 namespace loom {
 
+// p moved on by `bytes` bytes: tensors of any dtype (or on a device) are offset in bytes.
+inline char* byte_at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+inline const char* byte_at(const void* p, size_t bytes) {
+  return static_cast<const char*>(p) + bytes;
+}
+
 class Buffer {
  public:
   Buffer() = default;

@@ -13,7 +13,7 @@ namespace loom {
 
 namespace {
 
-char g_prefix[160] = "[loom] ";
+char g_crash_prefix[160] = "[loom] ";
 // The alternate stack the handler runs on, so that a stack overflow still gets its report.
 alignas(16) char g_alt_stack[64 * 1024];
 
@@ -58,7 +58,7 @@ const char* signal_name(int sig) {
 }
 
 extern "C" void on_fatal_signal(int sig, siginfo_t* info, void*) {
-  put(g_prefix);
+  put(g_crash_prefix);
   put("fatal: ");
   put(signal_name(sig));
   // A fault the kernel raised (si_code > 0) has an address; a signal sent by abort() or kill
@@ -99,9 +99,9 @@ bool install_crash_report() {
 }
 
 void set_crash_prefix(const std::string& prefix) {
-  const size_t n = std::min(prefix.size(), sizeof g_prefix - 1);
-  std::memcpy(g_prefix, prefix.data(), n);
-  g_prefix[n] = '\0';
+  const size_t n = std::min(prefix.size(), sizeof g_crash_prefix - 1);
+  std::memcpy(g_crash_prefix, prefix.data(), n);
+  g_crash_prefix[n] = '\0';
 }
 
 }  // namespace loom

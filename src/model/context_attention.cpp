@@ -12,9 +12,6 @@ namespace loom {
 namespace {
 constexpr int kTagKV = 31, kTagDKV = 32;
 
-char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-
 // The step shapes: queries from qkv (rows of QKVl), keys and values from a packed [k | v] block.
 cpu::RingDims ring_dims(const BlockDims& d) {
   const int W = 2 * d.KV() * d.D();
@@ -24,7 +21,7 @@ cpu::RingDims ring_dims(const BlockDims& d) {
 // The [k | v] columns of qkv (N, QKVl) into kv (N, 2*KV*D).
 void pack_kv(Backend& be, void* kv, const void* qkv, const BlockDims& d) {
   const size_t e = be.act_size(), W = size_t(2 * d.KV() * d.D());
-  be.copy_2d(kv, W * e, at(qkv, size_t(d.NH * d.D()) * e), size_t(d.QKVl()) * e, W * e,
+  be.copy_2d(kv, W * e, byte_at(qkv, size_t(d.NH * d.D()) * e), size_t(d.QKVl()) * e, W * e,
              size_t(d.N()));
 }
 
@@ -38,7 +35,7 @@ void put_cols(Backend& be, void* dst, int col0, const float* src, int cols, void
     be.cast_to_act(tmp, src, n * w);
     from = tmp;
   }
-  be.copy_2d(at(dst, size_t(col0) * e), size_t(d.QKVl()) * e, from, w * e, w * e, n);
+  be.copy_2d(byte_at(dst, size_t(col0) * e), size_t(d.QKVl()) * e, from, w * e, w * e, n);
 }
 }  // namespace
 
@@ -84,8 +81,8 @@ void fill_position_tables(Backend& be, const BlockScratch& s, const BlockDims& d
   const size_t c = size_t(d.T / 2), row = half * sizeof(float);
   const std::array<size_t, 2> first = cp_chunk_starts(d.T, d.cp, cp_rank);
   for (int k = 0; k < 2; ++k) {
-    be.copy(at(s.rope_cos, k * c * row), at(cos.data(), first[k] * row), c * row);
-    be.copy(at(s.rope_sin, k * c * row), at(sin.data(), first[k] * row), c * row);
+    be.copy(byte_at(s.rope_cos, k * c * row), byte_at(cos.data(), first[k] * row), c * row);
+    be.copy(byte_at(s.rope_sin, k * c * row), byte_at(sin.data(), first[k] * row), c * row);
   }
   be.synchronize();  // the temporary tables are freed on return
 }
@@ -108,8 +105,8 @@ void ring_attention_forward(Backend& be, void* out, float* lse, const void* qkv,
       got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV, Ring::Next);
     }
     const int owner = (me - i + n) % n;
-    be.ring_attention_forward_step(s.ring_acc, s.ring_m, s.ring_l, qkv, cur, at(cur, vcol), qpos,
-                                   s.ring_pos + size_t(owner) * d.T, rd, s.datt);
+    be.ring_attention_forward_step(s.ring_acc, s.ring_m, s.ring_l, qkv, cur, byte_at(cur, vcol),
+                                   qpos, s.ring_pos + size_t(owner) * d.T, rd, s.datt);
     cp.wait(got);
     cp.wait(&sent);
   }
@@ -144,8 +141,8 @@ void ring_attention_backward(Backend& be, void* dqkv, const void* dout, const vo
       kv_got = cp.start_recv(s.ring_kv[(i + 1) % 2], kvn, t, prev, kTagKV, Ring::Next);
     }
     const int owner = (me - i + n) % n;
-    be.ring_attention_backward_step(dq, dkv, dkv + kvcols, dout, qkv, kv, at(kv, vcol), lse, delta,
-                                    qpos, s.ring_pos + size_t(owner) * d.T, rd, s.datt);
+    be.ring_attention_backward_step(dq, dkv, dkv + kvcols, dout, qkv, kv, byte_at(kv, vcol), lse,
+                                    delta, qpos, s.ring_pos + size_t(owner) * d.T, rd, s.datt);
     MPI_Request dkv_sent = cp.isend(dkv, kvn, DType::F32, next, kTagDKV, Ring::Next);
     CommRequest dkv_got =
         cp.start_recv(s.ring_dkv[(i + 1) % 2], kvn, DType::F32, prev, kTagDKV, Ring::Next);

@@ -3,16 +3,12 @@
 
 #include <algorithm>
 
+#include "core/buffer.h"
 #include "core/check.h"
 #include "layout/run_layout.h"
 #include "model/layer_tensors.h"
 
 namespace loom {
-
-namespace {
-char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-}  // namespace
 
 DecodeStage::DecodeStage(const ModelConfig& m, const ParamLayout& layout, ParallelCtx& pc,
                          Backend& be, int seqs, int max_rows)
@@ -66,7 +62,7 @@ DecodeStage::DecodeStage(const ModelConfig& m, const ParamLayout& layout, Parall
 
 const void* DecodeStage::cw(const std::string& name) const {
   const ParamSpec& p = layout_.get(name);
-  if (be_.lowp()) return at(cw_.data(), p.offset * be_.act_size());
+  if (be_.lowp()) return byte_at(cw_.data(), p.offset * be_.act_size());
   return static_cast<const float*>(params_.data()) + p.offset;
 }
 
@@ -115,8 +111,8 @@ void DecodeStage::embed(const std::vector<RowSpan>& spans, const int32_t* tokens
   const void* wpe = layout_.tp_rank() == 0 && !m_.llama() ? cw("wpe.weight") : nullptr;
   size_t row = 0;
   for (const RowSpan& s : spans) {
-    be_.embedding_forward(at(x_[0], row * C * e), tok_ + row, wte,
-                          wpe ? at(wpe, size_t(s.start) * C * e) : nullptr, 1, s.n, C, vs, Vl);
+    be_.embedding_forward(byte_at(x_[0], row * C * e), tok_ + row, wte,
+                          wpe ? byte_at(wpe, size_t(s.start) * C * e) : nullptr, 1, s.n, C, vs, Vl);
     row += size_t(s.n);
   }
   pc_.tp.all_reduce(x_[0], size_t(R) * C, be_.act_dtype(), ReduceOp::Sum);
@@ -132,7 +128,7 @@ void DecodeStage::layer(int w, const std::vector<RowSpan>& spans, const void* x,
   if (d_.gated) {  // RoPE of each span's rows at their positions
     size_t row = 0;
     for (const RowSpan& s : spans) {
-      be_.rope_forward(at(qkv_, row * QKV * e), cos_ + size_t(s.start) * half,
+      be_.rope_forward(byte_at(qkv_, row * QKV * e), cos_ + size_t(s.start) * half,
                        sin_ + size_t(s.start) * half, 1, s.n, d_.NH, d_.KV(), D);
       row += size_t(s.n);
     }
@@ -165,7 +161,7 @@ void DecodeStage::head(const std::vector<RowSpan>& spans, const void* x, int R,
   size_t row = 0;
   for (int i = 0; i < S; ++i) {
     row += size_t(spans[size_t(i)].n);
-    be_.copy(at(sel_, size_t(i) * C * e), at(ln_, (row - 1) * C * e), size_t(C) * e);
+    be_.copy(byte_at(sel_, size_t(i) * C * e), byte_at(ln_, (row - 1) * C * e), size_t(C) * e);
   }
   const void* Wh = cw(m_.tie_embeddings ? "wte.weight" : "lm_head.weight");
   be_.classifier_forward(logits_, nullptr, nullptr, nullptr, sel_, Wh, nullptr, S, C, Vl,

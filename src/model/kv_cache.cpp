@@ -3,15 +3,11 @@
 
 #include <numeric>
 
+#include "core/buffer.h"
 #include "core/check.h"
 #include "kernels/attention_ring.h"
 
 namespace loom {
-
-namespace {
-char* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
-const char* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-}  // namespace
 
 KvCache::KvCache(Backend& be, int layers, int seqs, int T, const BlockDims& d)
     : layers_(layers), seqs_(seqs), T_(T), W_(size_t(2 * d.KV() * d.D())), esize_(be.act_size()) {
@@ -25,7 +21,7 @@ void* KvCache::rows(int layer, int slot) const {
   LOOM_CHECK(layer >= 0 && layer < layers_ && slot >= 0 && slot < seqs_, "KV cache layer ", layer,
              " slot ", slot, " outside ", layers_, " x ", seqs_);
   const size_t i = size_t(layer) * size_t(seqs_) + size_t(slot);
-  return at(buf_.data(), i * size_t(T_) * W_ * esize_);
+  return byte_at(buf_.data(), i * size_t(T_) * W_ * esize_);
 }
 
 size_t attn_scratch_bytes(const BlockDims& d, int T, const DeviceTraits& dev) {
@@ -65,17 +61,17 @@ void cached_attention(Backend& be, void* out, const void* qkv, const KvCache& ca
   for (const RowSpan& sp : spans) {
     LOOM_CHECK(sp.n >= 1 && sp.start >= 0 && sp.start + sp.n <= cache.positions(), "span of ", sp.n,
                " rows at position ", sp.start, " outside the cache's ", cache.positions());
-    void* kv = cache.rows(layer, sp.slot);   // (T, W)
-    const void* q = at(qkv, row * QKV * e);  // (n, QKVl)
+    void* kv = cache.rows(layer, sp.slot);        // (T, W)
+    const void* q = byte_at(qkv, row * QKV * e);  // (n, QKVl)
     // k|v of the new rows (n, W) into cache rows [start, start + n).
-    be.copy_2d(at(kv, size_t(sp.start) * W * e), W * e, at(q, qcols * e), QKV * e, W * e,
+    be.copy_2d(byte_at(kv, size_t(sp.start) * W * e), W * e, byte_at(q, qcols * e), QKV * e, W * e,
                size_t(sp.n));
     // The n queries at positions start.. against keys 0..start+n-1 (causal by position).
     const cpu::RingDims rd{1, sp.n, sp.start + sp.n, d.NH, d.KV(), d.D(), int(QKV), int(W)};
     be.ring_attention_begin(s.acc, s.m, s.l, rd);
-    be.ring_attention_forward_step(s.acc, s.m, s.l, q, kv, at(kv, kvcols * e), s.pos + sp.start,
-                                   s.pos, rd, s.work);
-    be.ring_attention_finish(at(out, row * qcols * e), s.lse, s.acc, s.m, s.l, rd);
+    be.ring_attention_forward_step(s.acc, s.m, s.l, q, kv, byte_at(kv, kvcols * e),
+                                   s.pos + sp.start, s.pos, rd, s.work);
+    be.ring_attention_finish(byte_at(out, row * qcols * e), s.lse, s.acc, s.m, s.l, rd);
     row += size_t(sp.n);
   }
 }

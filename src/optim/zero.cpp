@@ -11,10 +11,6 @@
 
 namespace loom {
 
-namespace {
-constexpr size_t kBucket = size_t(1) << 24;  // elements per data-parallel reduction call
-}
-
 ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
                              const OptimizerConfig& cfg, ParallelCtx& pc, Backend& be)
     : layout_(run.params()),
@@ -290,9 +286,10 @@ GradHooks ZeroOptimizer::grad_hooks() {
       Comm& c = group(g.expert);
       for (int d = 0; d < g.ranks; ++d)
         for (const ShardPiece& o : shards_.owned(g, layer_begin_[l], layer_end_[l], d))
-          for (size_t off = o.lo; off < o.hi; off += kBucket)
-            staged_[b].reqs.emplace_back(&c, c.start_reduce(data + (off - layer_begin_[l]),
-                                                            std::min(kBucket, o.hi - off), d));
+          for (size_t off = o.lo; off < o.hi; off += kZeroBucketElems)
+            staged_[b].reqs.emplace_back(&c,
+                                         c.start_reduce(data + (off - layer_begin_[l]),
+                                                        std::min(kZeroBucketElems, o.hi - off), d));
     }
     staged_[b].layer = layer;
   };
@@ -348,9 +345,10 @@ void ZeroOptimizer::reduce_to_owners(size_t begin, size_t end, float* data) {
 void ZeroOptimizer::start_all_reduce(size_t begin, size_t end) {
   for (const ParamLayout::FlatRun& r : layout_.expert_runs(begin, end)) {
     Comm& g = group(r.expert);
-    for (size_t off = r.lo; off < r.hi; off += kBucket)
-      reduces_.emplace_back(&g, g.start_all_reduce(model_->grads() + off,
-                                                   std::min(kBucket, r.hi - off), ReduceOp::Sum));
+    for (size_t off = r.lo; off < r.hi; off += kZeroBucketElems)
+      reduces_.emplace_back(
+          &g, g.start_all_reduce(model_->grads() + off, std::min(kZeroBucketElems, r.hi - off),
+                                 ReduceOp::Sum));
   }
 }
 
@@ -392,8 +390,9 @@ void ZeroOptimizer::reduce_grads_and_norm() {
     if (!started) {
       LOOM_CHECK(reduces_.empty(), "gradient reductions started for an unfinished step");
       for (const ParamLayout::FlatRun& r : layout_.expert_runs(0, layout_.total()))
-        for (size_t off = r.lo; off < r.hi; off += kBucket)
-          group(r.expert).all_reduce(grads + off, std::min(kBucket, r.hi - off), ReduceOp::Sum);
+        for (size_t off = r.lo; off < r.hi; off += kZeroBucketElems)
+          group(r.expert).all_reduce(grads + off, std::min(kZeroBucketElems, r.hi - off),
+                                     ReduceOp::Sum);
     }
     for (auto& [c, r] : reduces_) c->wait(r);
     reduces_.clear();

@@ -29,6 +29,9 @@
 
 namespace loom {
 
+// Elements per data-parallel reduction call of ZeroOptimizer (loom plan models the same calls).
+constexpr size_t kZeroBucketElems = size_t(1) << 24;
+
 struct MemoryReport {
   size_t params = 0, grads = 0, optimizer = 0, activations = 0;
   // stage >= 2: staging of one layer's (two with overlap) and the non-layer gradients

@@ -17,7 +17,7 @@ namespace {
 bool widened(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 // The MPI type a buffer of t is reduced in (bf16/fp16: their fp32 widening).
-MPI_Datatype reduce_type(DType t, const std::string& what) {
+MPI_Datatype mpi_reduce_type(DType t, const std::string& what) {
   switch (t) {
     case DType::F32:
     case DType::BF16:
@@ -106,7 +106,7 @@ void HostStagedComm::up(void* dev, const std::vector<char>& host, size_t bytes) 
 // replaces the first n). root < 0: all ranks get the result.
 void HostStagedComm::reduce_host(std::vector<char>& buf, size_t n, DType t, ReduceOp op, int root,
                                  bool scatter) {
-  const MPI_Datatype type = reduce_type(t, what_);
+  const MPI_Datatype type = mpi_reduce_type(t, what_);
   const size_t in_n = scatter ? n * size_t(size_) : n, es = reduce_size(t);
   const int cnt = count_of(in_n, what_);
   std::vector<char> wide;

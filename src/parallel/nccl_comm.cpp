@@ -51,7 +51,7 @@ using namespace nccl_detail;
 
 namespace {
 
-ncclDataType_t reduce_type(DType t, const std::string& what) {
+ncclDataType_t nccl_reduce_type(DType t, const std::string& what) {
   switch (t) {
     case DType::F32:
       return ncclFloat32;
@@ -168,22 +168,22 @@ int NcclComm::size() const { return impl_->size; }
 void NcclComm::all_reduce(void* x, size_t n, DType t, ReduceOp op) {
   Impl& m = *impl_;
   if (n == 0) return;
-  m.check(ncclAllReduce(x, x, n, reduce_type(t, m.what), op == ReduceOp::Sum ? ncclSum : ncclMax,
-                        m.comm, m.stream),
+  m.check(ncclAllReduce(x, x, n, nccl_reduce_type(t, m.what),
+                        op == ReduceOp::Sum ? ncclSum : ncclMax, m.comm, m.stream),
           "ncclAllReduce", m.comm);
 }
 
 void NcclComm::reduce(void* x, size_t n, DType t, int root) {
   Impl& m = *impl_;
   if (n == 0) return;
-  m.check(ncclReduce(x, x, n, reduce_type(t, m.what), ncclSum, root, m.comm, m.stream),
+  m.check(ncclReduce(x, x, n, nccl_reduce_type(t, m.what), ncclSum, root, m.comm, m.stream),
           "ncclReduce", m.comm);
 }
 
 void NcclComm::reduce_scatter(const void* send, void* recv, size_t n, DType t) {
   Impl& m = *impl_;
   if (n == 0) return;
-  m.check(ncclReduceScatter(send, recv, n, reduce_type(t, m.what), ncclSum, m.comm, m.stream),
+  m.check(ncclReduceScatter(send, recv, n, nccl_reduce_type(t, m.what), ncclSum, m.comm, m.stream),
           "ncclReduceScatter", m.comm);
 }
 

@@ -30,10 +30,6 @@ std::vector<HostRanks> by_host(const std::vector<std::string>& hosts) {
   return out;
 }
 
-std::string plural(long long n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 std::string lpad(const std::string& s, size_t w) {
   return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }

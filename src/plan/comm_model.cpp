@@ -18,7 +18,6 @@ RingBlock ring_block(const PlanModel& pm, const Candidate& c) {
 }
 
 namespace {
-constexpr uint64_t kDpBucket = uint64_t(1) << 24;  // ZeroOptimizer's all-reduce bucket (elements)
 
 // TP traffic with sequence parallelism over m micro-batches, as Comm counts it: a reduce-scatter
 // its whole (N, C) input, an all-gather its own (N/tp, C) rows. Per layer forward 2 all-gathers
@@ -111,7 +110,7 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
         zero_sizes(sh.total, sh.expert, replicas, dp_rank, c.ep, std::max(c.zero, 1)).shard_elems;
     if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
       v.dp.bytes = sh.total * grad;
-      v.dp.calls = int64_t((sh.total + kDpBucket - 1) / kDpBucket);
+      v.dp.calls = int64_t((sh.total + kZeroBucketElems - 1) / kZeroBucketElems);
     } else {
       // Every micro-batch: each layer's gradients and the non-layer tensors reduced to their
       // owners; the tied embedding waits for the embed group and is reduced once per step.

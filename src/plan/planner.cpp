@@ -20,7 +20,7 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-std::string gib(double bytes) {
+std::string gib_text(double bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f GiB", bytes / 1073741824.0);
   return b;
@@ -88,8 +88,8 @@ void plan_candidate(Plan& plan, const PlanModel& pm, const ClusterSpec& cl, cons
   const double need = double(e.memory.total()), capacity = cl.memory_bytes();
   if (need > capacity) {
     e.short_bytes = need - capacity;
-    e.reason = str("out of memory: stage ", e.memory_stage, " needs ", gib(need), " of ",
-                   gib(capacity), " (short by ", gib(e.short_bytes), ")");
+    e.reason = str("out of memory: stage ", e.memory_stage, " needs ", gib_text(need), " of ",
+                   gib_text(capacity), " (short by ", gib_text(e.short_bytes), ")");
     plan.rejected.push_back(e);
     return;
   }
@@ -250,13 +250,14 @@ std::string no_fit_message(const Plan& p) {
   if (best) {
     const double need = double(best->memory.total());
     return str("no layout fits on ", cl.source, ": device memory is short by ",
-               gib(best->short_bytes), " per device. The smallest need is ", gib(need), " (dp ",
-               best->c.dp, " pp ", best->c.pp, " tp ", best->c.tp,
+               gib_text(best->short_bytes), " per device. The smallest need is ", gib_text(need),
+               " (dp ", best->c.dp, " pp ", best->c.pp, " tp ", best->c.tp,
                best->c.cp > 1 ? str(" cp ", best->c.cp) : std::string(),
                best->c.v > 1 ? str(" v ", best->c.v) : std::string(), " micro-batch ",
                best->c.micro_batch, " zero ", best->c.zero, " recompute ",
                recompute_name(best->c.recompute), ") against gpu_memory_gib ", cl.gpu_memory_gib,
-               "; use more devices (nodes) or devices with at least ", gib(need), " of memory");
+               "; use more devices (nodes) or devices with at least ", gib_text(need),
+               " of memory");
   }
   std::set<std::string> reasons;
   for (const PlanEntry& e : p.rejected) reasons.insert(e.reason);

@@ -13,7 +13,7 @@ namespace loom::plan {
 
 namespace {
 
-double gib(double b) { return b / 1073741824.0; }
+double in_gib(double b) { return b / 1073741824.0; }
 
 std::string layout_text(const PlanEntry& e) {
   std::string out = str("dp ", e.c.dp, " pp ", e.c.pp, " tp ", e.c.tp);
@@ -94,7 +94,7 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
                     "%3d %4d %3d %2d %3d %3d %4d %5d %4d %-13s %8.2f%s %9.4g %10.4g %5.1f%% "
                     "%6.1f%% %5.1f%% %5.1f%%",
                     int(i) + 1, e.c.dp, e.c.pp, e.c.v, e.c.tp, e.c.cp, e.c.micro_batch,
-                    e.microbatches, e.c.zero, rc.c_str(), gib(double(e.memory.total())),
+                    e.microbatches, e.c.zero, rc.c_str(), in_gib(double(e.memory.total())),
                     e.estimate ? "~" : " ", t.total, t.tokens_per_s, 100 * t.mfu,
                     100 * t.compute / t.total, 100 * t.bubble / t.total, 100 * comm / t.total);
       line(b);
@@ -107,9 +107,10 @@ std::string format_text(const Plan& p, const ReportOptions& o) {
                   "best layout, stage %d memory (GiB): params %.2f, grads %.2f (+ buckets %.2f), "
                   "optimizer %.2f, activations %.2f, pipeline buffers %.2f, ZeRO-3 gather %.2f, "
                   "reserved %.2f",
-                  best.memory_stage, gib(double(m.params)), gib(double(m.grads)),
-                  gib(double(m.grad_buckets)), gib(double(m.optimizer)), gib(double(m.activations)),
-                  gib(double(m.pipeline)), gib(double(m.param_gather)), gib(double(m.reserved)));
+                  best.memory_stage, in_gib(double(m.params)), in_gib(double(m.grads)),
+                  in_gib(double(m.grad_buckets)), in_gib(double(m.optimizer)),
+                  in_gib(double(m.activations)), in_gib(double(m.pipeline)),
+                  in_gib(double(m.param_gather)), in_gib(double(m.reserved)));
     line(b);
     const StepTime& t = best.time;
     std::snprintf(b, sizeof b,

@@ -11,8 +11,7 @@
 namespace loom::plan {
 
 namespace {
-constexpr double kDpBucket = double(uint64_t(1) << 24);  // ZeroOptimizer's bucket (elements)
-constexpr double kBackwardShare = 2.0 / 3.0;             // backward = 2x forward FLOPs
+constexpr double kBackwardShare = 2.0 / 3.0;  // backward = 2x forward FLOPs
 }  // namespace
 
 double stage_flops_per_micro_batch(const PlanModel& pm, const Candidate& c, const StageShape& sh) {
@@ -84,8 +83,10 @@ StepTime step_time(const PlanModel& pm, const Candidate& c, const std::vector<St
     double dp_mb = 0, dp_tail = 0;
     if (replicas > 1) {
       if (c.zero <= 1) {
-        const double ar = all_reduce_s(place.dp, total * grad, int64_t(total / kDpBucket) + 1);
-        const double last = all_reduce_s(place.dp, std::min(total, kDpBucket) * grad, 1);
+        const double ar =
+            all_reduce_s(place.dp, total * grad, int64_t(total / double(kZeroBucketElems)) + 1);
+        const double last =
+            all_reduce_s(place.dp, std::min(total, double(kZeroBucketElems)) * grad, 1);
         dp_tail = overlap ? std::max(last, ar - kBackwardShare * comp) : ar;
       }
       if (c.zero >= 2) {  // per micro-batch: gradients reduced to their owners layer by layer

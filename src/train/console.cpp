@@ -18,8 +18,7 @@ std::string fmt(const char* f, double a) {
 }
 
 // Three significant figures of x scaled by `units` (base 1000 or 1024), e.g. "12.3k".
-std::string scaled(double x, double base, const char* const* units, int n_units,
-                   const char* sep) {
+std::string scaled(double x, double base, const char* const* units, int n_units, const char* sep) {
   if (!std::isfinite(x)) return fmt("%g", x);
   double a = std::fabs(x);
   int u = 0;
@@ -30,10 +29,6 @@ std::string scaled(double x, double base, const char* const* units, int n_units,
   double v = x < 0 ? -a : a;
   const char* f = u == 0 ? "%.0f" : a < 9.995 ? "%.2f" : a < 99.95 ? "%.1f" : "%.0f";
   return fmt(f, v) + sep + units[u];
-}
-
-std::string plural(long long n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 }  // namespace
@@ -90,8 +85,7 @@ std::string format_step_line(const StepLine& s) {
                 s.step, s.total_steps, s.loss, s.lr, s.grad_norm);
   std::string line = head;
   line += format_count(s.tokens_per_s) + " tok/s | MFU " + format_percent(s.mfu) + " | ";
-  line += format_ms(s.step_ms) + "/step | mem " + format_bytes(s.mem_peak_bytes) +
-          " (r0 peak)";
+  line += format_ms(s.step_ms) + "/step | mem " + format_bytes(s.mem_peak_bytes) + " (r0 peak)";
   if (s.step < s.total_steps) line += " | ETA " + format_duration(s.eta_s);
   return line;
 }
@@ -131,8 +125,8 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
   const auto& o = cfg.optimizer;
   std::vector<std::string> out;
   out.push_back(str("run '", cfg.run.name, "' in ", cfg.run_dir(), " | config ",
-                    cfg.source.empty() ? "(built-in)" : cfg.source, ", resolved in full: ",
-                    yaml_path));
+                    cfg.source.empty() ? "(built-in)" : cfg.source,
+                    ", resolved in full: ", yaml_path));
   std::string vocab = std::to_string(m.vocab_size);
   if (run.params().padded_vocab() != m.vocab_size)
     vocab += " (padded to " + std::to_string(run.params().padded_vocab()) + ")";
@@ -151,8 +145,8 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
                     " schedule, ", run.microbatches(), " micro-batches of ", run.micro_batch(),
                     " sequences per data-parallel rank | ZeRO stage ", run.zero_stage()));
   const double tokens_per_step = double(t.global_batch_size) * m.seq_len;
-  out.push_back(str("train ", t.steps, " steps x ", t.global_batch_size, " sequences x ",
-                    m.seq_len, " tokens = ", format_count(tokens_per_step), " tokens/step (",
+  out.push_back(str("train ", t.steps, " steps x ", t.global_batch_size, " sequences x ", m.seq_len,
+                    " tokens = ", format_count(tokens_per_step), " tokens/step (",
                     format_count(tokens_per_step * t.steps), " in all) | ", t.dtype, " on ",
                     cfg.device, " | seed ", t.seed, " | log every ",
                     plural(t.log_interval, "step", "steps")));
@@ -161,9 +155,9 @@ std::vector<std::string> format_config_banner(const Config& cfg, const RunLayout
     std::snprintf(lr, sizeof lr, "lr %.2e constant", o.lr);
   else
     std::snprintf(lr, sizeof lr, "lr %.2e %s to %.2e", o.lr, o.schedule.c_str(), o.min_lr);
-  out.push_back(str("optimizer AdamW ", lr, ", ", plural(o.warmup_steps, "warm-up step", "warm-up steps"),
-                    " | betas ", o.beta1, "/", o.beta2, " eps ", o.eps, " weight decay ",
-                    o.weight_decay, " | grad clip ",
+  out.push_back(str("optimizer AdamW ", lr, ", ",
+                    plural(o.warmup_steps, "warm-up step", "warm-up steps"), " | betas ", o.beta1,
+                    "/", o.beta2, " eps ", o.eps, " weight decay ", o.weight_decay, " | grad clip ",
                     t.grad_clip > 0 ? str(t.grad_clip) : std::string("off")));
   return out;
 }
@@ -173,15 +167,14 @@ std::vector<std::string> format_summary(const RunSummary& s) {
   const double tps = s.step_s > 0 ? s.tokens / s.step_s : 0;
   std::vector<std::string> out;
   if (steps == 0) {
-    out.push_back(str("done: no steps to run (already at step ", s.last_step, ") | metrics: ",
-                      s.metrics_path));
+    out.push_back(str("done: no steps to run (already at step ", s.last_step,
+                      ") | metrics: ", s.metrics_path));
     return out;
   }
-  out.push_back(str("done: ", plural(steps, "step", "steps"), " (", s.first_step, "-",
-                    s.last_step, "), ", format_count(s.tokens), " tokens | ",
-                    format_duration(s.step_s), " in steps, ", format_duration(s.wall_s),
-                    " since start | mean ", format_count(tps), " tok/s, MFU ",
-                    format_percent(s.mfu), " over the steps"));
+  out.push_back(str("done: ", plural(steps, "step", "steps"), " (", s.first_step, "-", s.last_step,
+                    "), ", format_count(s.tokens), " tokens | ", format_duration(s.step_s),
+                    " in steps, ", format_duration(s.wall_s), " since start | mean ",
+                    format_count(tps), " tok/s, MFU ", format_percent(s.mfu), " over the steps"));
   std::string loss = "loss: none logged";
   if (s.logged > 0) {
     char b[160];
