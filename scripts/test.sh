@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # LOOM_CUDA_ARCHITECTURES (CI: 90) narrows the nvcc compile of the cuda sources to those GPU
 # architectures; the default build makes sm_80 and sm_90 code.
-# LOOM_UNITY_BUILD=ON (CI) compiles the libraries as unity builds, here and in steps 2 and 3.
+# LOOM_UNITY_BUILD=ON compiles the libraries as unity builds, here and in steps 2 and 3 (CI
+# does not: docs/testing.md, "CI time").
 ./scripts/build.sh ${LOOM_CUDA_ARCHITECTURES:+"-DCMAKE_CUDA_ARCHITECTURES=$LOOM_CUDA_ARCHITECTURES"} \
   -DLOOM_UNITY_BUILD="${LOOM_UNITY_BUILD:-OFF}"
 ./scripts/get_gpt2_tokenizer.sh
@@ -44,10 +45,11 @@ else
 fi
 if [[ $flags == *" avx512f "* ]]; then
   # Not repeated: the cuda label, and the tests that check process behaviour, byte counts or
-  # files against themselves, not floating-point results (faults, locks, cli, rank maps,
-  # topology, watchdog, plan agreement and RSS, the MPI wrappers, NCCL point-to-point, tokenizers
-  # and preprocessing, elastic restarts, exports, TensorBoard files, plots, the design pictures).
-  run_suite SkylakeX -LE 'cuda|slurm' -E '^test_(checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess|elastic|export_cli|export_chunks_mpi|tensorboard_run|plot_metrics|draw_design|layers)' "$@"
+  # files against themselves, not floating-point results (faults of synchronous and asynchronous
+  # saves, locks, cli, rank maps, topology, watchdog, plan agreement and RSS, the MPI wrappers,
+  # NCCL point-to-point, tokenizers and preprocessing, elastic restarts, exports, TensorBoard
+  # files, plots, the design pictures).
+  run_suite SkylakeX -LE 'cuda|slurm' -E '^test_(checkpoint_faults|async_checkpoint_faults|checkpoint_lock|cli_bad_input|cli_rank_map|topology_mpi|comm_mpi|watchdog|nccl_p2p_mpi|plan_agreement_mpi|plan_rss_mpi|tokenizer_kinds|tokenizer_files|split_patterns|gpt2_tokenizer|preprocess|elastic|export_cli|export_chunks_mpi|tensorboard_run|plot_metrics|draw_design|layers)' "$@"
 fi
 
 # stage NAME CMD...: one of the further steps, timed.
