@@ -22,7 +22,7 @@ fi
 ./scripts/setup.sh
 ./scripts/get_gpt2_tokenizer.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_CUDA=OFF \
-  -DLOOM_SANITIZE=ON -DLOOM_UNITY_BUILD="${LOOM_UNITY_BUILD:-OFF}" >/dev/null
+  -DLOOM_SANITIZE=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" "${targets[@]}"
 
 # Every process writes what the sanitizers print to files of its own under $reports, so that a

@@ -15,10 +15,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # LOOM_CUDA_ARCHITECTURES (CI: 90) narrows the nvcc compile of the cuda sources to those GPU
 # architectures; the default build makes sm_80 and sm_90 code.
-# LOOM_UNITY_BUILD=ON compiles the libraries as unity builds, here and in steps 2 and 3 (CI
-# does not: docs/testing.md, "CI time").
-./scripts/build.sh ${LOOM_CUDA_ARCHITECTURES:+"-DCMAKE_CUDA_ARCHITECTURES=$LOOM_CUDA_ARCHITECTURES"} \
-  -DLOOM_UNITY_BUILD="${LOOM_UNITY_BUILD:-OFF}"
+./scripts/build.sh ${LOOM_CUDA_ARCHITECTURES:+"-DCMAKE_CUDA_ARCHITECTURES=$LOOM_CUDA_ARCHITECTURES"}
 ./scripts/get_gpt2_tokenizer.sh
 ./scripts/get_tiktoken_ranks.sh  # cl100k/o200k/r50k rank files (npm: js-tiktoken)
 ./scripts/get_hf_tokenizers.sh   # Llama 3 and Qwen 3 tokenizer.json (npm)

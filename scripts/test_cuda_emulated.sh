@@ -6,8 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${LOOM_EMU_BUILD_DIR:-build-emu}"
 JOBS="${LOOM_JOBS:-2}"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=EMULATE \
-  -DLOOM_UNITY_BUILD="${LOOM_UNITY_BUILD:-OFF}" >/dev/null
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=EMULATE >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target test_cuda_kernels test_cuda_backend test_cuda_train \
   test_emulator test_host_staged_comm_mpi test_cuda_layouts_mpi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
