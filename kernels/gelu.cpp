@@ -8,8 +8,8 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCoef = 0.044715f;
-constexpr long long kGeluParallelMin =
-    1 << 14;  // below this a parallel region costs more than it saves
+// Below this many elements a parallel region costs more than it saves.
+constexpr long long kGeluParallelMin = 1 << 14;
 
 }  // namespace
 

@@ -18,8 +18,8 @@
 namespace loom::cli {
 
 int cmd_serve(const Args& a, Phase& phase) {
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int world = world_size();
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string ckpt = option(a, "--checkpoint", "");
   if (ckpt.empty() || !a.operands.empty())
