@@ -1,10 +1,9 @@
 // CUDA backend basics: error reporting, device discovery, and the fp32 <-> bf16/fp16 cast kernels.
-#include <cublasLt.h>
-
 #include <mutex>
 #include <sstream>
 #include <string>
 
+#include "kernels/cublas_api.cuh"
 #include "kernels/cuda_common.cuh"
 
 namespace loom::cuda {
@@ -38,8 +37,9 @@ void cuda_failed(const char* call, const char* file, int line, int err) {
 void cublas_failed(const char* call, const char* file, int line, int status) {
   std::ostringstream os;
   os << file << ":" << line << ": cuBLAS call '" << call
-     << "' failed: " << cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
-     << "): " << cublasLtGetStatusString((cublasStatus_t)status) << " on " << current_device();
+     << "' failed: " << cublaslt().cublasLtGetStatusName((cublasStatus_t)status) << " (" << status
+     << "): " << cublaslt().cublasLtGetStatusString((cublasStatus_t)status) << " on "
+     << current_device();
   throw CudaError(os.str());
 }
 

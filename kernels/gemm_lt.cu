@@ -19,10 +19,10 @@ struct Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (lc) cublaslt().cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublaslt().cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublaslt().cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublaslt().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -43,12 +43,12 @@ GemmHandle::Plans& plans_of(GemmHandle& h) { return *h.plans_; }
 // ---- handle ----------------------------------------------------------------------------
 GemmHandle::GemmHandle(size_t workspace_bytes) : plans_(std::make_unique<Plans>()) {
   cublasLtHandle_t h = nullptr;
-  LOOM_CUBLAS_CHECK(cublasLtCreate(&h));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtCreate(&h));
   lt_ = h;
   if (workspace_bytes > 0) {
     const cudaError_t e = cudaMalloc(&workspace_, workspace_bytes);
     if (e != cudaSuccess) {
-      cublasLtDestroy(h);
+      cublaslt().cublasLtDestroy(h);
       LOOM_CUDA_CHECK(e);
     }
   }
@@ -59,7 +59,7 @@ GemmHandle::~GemmHandle() {
   // No throwing from a destructor: errors here (e.g. a dying context at exit) are ignored.
   plans_.reset();  // the descriptors before the handle
   if (workspace_) cudaFree(workspace_);
-  if (lt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
+  if (lt_) cublaslt().cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_));
 }
 
 size_t GemmHandle::plan_count() const { return plans_->map.size(); }
@@ -71,7 +71,7 @@ namespace {
 struct Pref {
   cublasLtMatmulPreference_t p = nullptr;
   ~Pref() {
-    if (p) cublasLtMatmulPreferenceDestroy(p);
+    if (p) cublaslt().cublasLtMatmulPreferenceDestroy(p);
   }
 };
 
@@ -111,11 +111,11 @@ PlanKey key_of(const GemmHandle& h, const Call& c) {
 // Writes this call's bias and aux pointers into the plan's descriptor.
 void set_call_pointers(Plan& p, const Call& c) {
   if (c.bias) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &c.bias, sizeof(c.bias)));
+    LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
   }
   if (c.aux) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+    LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
   }
 }
@@ -126,50 +126,50 @@ void set_call_pointers(Plan& p, const Call& c) {
 // Builds the descriptor, the layouts and asks the heuristic for one algorithm (ok = false when
 // it has none for this combination: epilogue, alignment).
 void build_plan(GemmHandle& h, const Call& c, Plan& p) {
-  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute_of(h, c), CUDA_R_32F));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&p.desc, compute_of(h, c), CUDA_R_32F));
   const cublasOperation_t op_a = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "A" is our B
   const cublasOperation_t op_b = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS "B" is our A
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                              &op_a, sizeof(op_a)));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                              &op_b, sizeof(op_b)));
   if (c.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &c.epilogue, sizeof(c.epilogue)));
+    LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof(c.epilogue)));
   }
   // The heuristic sees this call's bias and aux pointers (their alignment is in the key).
   set_call_pointers(p, c);
   if (c.aux) {
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                     &c.aux_ld, sizeof(c.aux_ld)));
+    LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &c.aux_ld, sizeof(c.aux_ld)));
   }
   // Stored (column-major) shapes: cuBLAS A = our B, cuBLAS B = our A, D = C^T (N x M).
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p.la, c.ab_type, c.tb ? c.K : c.N, c.tb ? c.N : c.K, c.ldb));
-  LOOM_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p.lb, c.ab_type, c.ta ? c.M : c.K, c.ta ? c.K : c.M, c.lda));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lc, c.cd_type, c.N, c.M, c.ldc));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&p.la, c.ab_type, c.tb ? c.K : c.N,
+                                                          c.tb ? c.N : c.K, c.ldb));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&p.lb, c.ab_type, c.ta ? c.M : c.K,
+                                                          c.ta ? c.K : c.M, c.lda));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&p.lc, c.cd_type, c.N, c.M, c.ldc));
 
   Pref pref;
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&pref.p));
   const size_t ws = h.workspace_bytes();
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   const uint32_t al_a = alignment_of(c.B), al_b = alignment_of(c.A), al_c = alignment_of(c.C);
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
-  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  LOOM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
       pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
 
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(h.lt()), p.desc, p.la, p.lb,
-                                     p.lc, p.lc, pref.p, 1, &result, &found);
+      cublaslt().cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(h.lt()), p.desc, p.la,
+                                                p.lb, p.lc, p.lc, pref.p, 1, &result, &found);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return;
   LOOM_CUBLAS_CHECK(st);
   p.algo = result.algo;
@@ -195,9 +195,9 @@ bool lt_matmul(GemmHandle& h, const Call& c, cudaStream_t stream) {
   Plan& p = plan_for(h, c);
   if (!p.ok) return false;
   set_call_pointers(p, c);
-  const cublasStatus_t run = cublasLtMatmul(static_cast<cublasLtHandle_t>(h.lt()), p.desc, &c.alpha,
-                                            c.B, p.la, c.A, p.lb, &c.beta, c.C, p.lc, c.C, p.lc,
-                                            &p.algo, h.workspace(), h.workspace_bytes(), stream);
+  const cublasStatus_t run = cublaslt().cublasLtMatmul(
+      static_cast<cublasLtHandle_t>(h.lt()), p.desc, &c.alpha, c.B, p.la, c.A, p.lb, &c.beta, c.C,
+      p.lc, c.C, p.lc, &p.algo, h.workspace(), h.workspace_bytes(), stream);
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) {  // checked before any work is enqueued
     p.ok = false;                            // the fallback from now on, without asking again
     return false;

@@ -1,9 +1,8 @@
 // cuBLASLt GEMMs of the cuda twins: one row-major call, run on the handle's cached plan.
 #pragma once
-#include <cublasLt.h>
-
 #include <cstdint>
 
+#include "kernels/cublas_api.cuh"
 #include "kernels/cuda_common.cuh"
 #include "kernels/matmul.h"
 

@@ -1,9 +1,8 @@
 // Grouped GEMMs over expert segments, cuda twin: cublasGemmGroupedBatchedEx, one problem per
 // segment, in column-major terms (a row-major (R, C) matrix is a column-major (C, R) one).
-#include <cublas_v2.h>
-
 #include <cstring>
 
+#include "kernels/cublas_api.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/grouped_matmul.h"
@@ -53,8 +52,8 @@ void run(GroupedGemm& g, const Problems& p, bool ta, bool tb, float beta, void* 
   const std::vector<float> alpha(size_t(P), 1.0f), betas(size_t(P), beta);
   const std::vector<int> sizes(size_t(P), 1);
   auto h = static_cast<cublasHandle_t>(g.blas());
-  LOOM_CUBLAS_CHECK(cublasSetStream(h, as_stream(stream)));
-  LOOM_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+  LOOM_CUBLAS_CHECK(cublas().cublasSetStream(h, as_stream(stream)));
+  LOOM_CUBLAS_CHECK(cublas().cublasGemmGroupedBatchedEx(
       h, opa.data(), opb.data(), p.m.data(), p.n.data(), p.k.data(), alpha.data(),
       const_cast<const void* const*>(dev), CUDA_R_32F, p.lda.data(),
       const_cast<const void* const*>(dev + P), CUDA_R_32F, p.ldb.data(), betas.data(), dev + 2 * P,
@@ -65,12 +64,12 @@ void run(GroupedGemm& g, const Problems& p, bool ta, bool tb, float beta, void* 
 
 GroupedGemm::GroupedGemm() {
   cublasHandle_t h = nullptr;
-  LOOM_CUBLAS_CHECK(cublasCreate(&h));
+  LOOM_CUBLAS_CHECK(cublas().cublasCreate(&h));
   blas_ = h;
 }
 
 GroupedGemm::~GroupedGemm() {  // teardown: errors ignored (no throw)
-  if (blas_) cublasDestroy(static_cast<cublasHandle_t>(blas_));
+  if (blas_) cublas().cublasDestroy(static_cast<cublasHandle_t>(blas_));
   if (dev_) cudaFree(dev_);
 }
 
