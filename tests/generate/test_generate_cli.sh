@@ -4,6 +4,7 @@
 # and llama (GQA); stop strings and JSON lines; and bad input gets one clear error each.
 # usage: test_generate_cli.sh LOOM_BINARY WORKDIR [GPT2_TOKENIZER_DIR]
 set -uo pipefail
+py="${LOOM_PYTHON3:-python3}"  # the tests' interpreter (tests/CMakeLists.txt)
 loom="$1"; work="$2"; gpt2="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(dirname "$loom")"
@@ -73,7 +74,6 @@ done
 
 # Stop strings: the text is the run without them cut before the first occurrence, finish
 # "stop"; JSON lines carry their own max_tokens and stop.
-py=/usr/bin/python3
 printf '{"prompt": "GNU GENERAL", "max_tokens": 16}\n' > free.jsonl
 samp=(--temperature 0.8 --top-k 40 --seed 5)
 "$loom" generate --checkpoint ck_gpt2 --prompts free.jsonl "${samp[@]}" > free.txt 2> free.err
@@ -135,7 +135,7 @@ expect "layout vs world" "does not divide the job's 2 ranks" \
 # A checkpoint whose stored tokenizer (GPT-2's, 50257 ids) does not match its model (257 ids):
 # prompt ids the model lacks are refused before any decoding.
 if [ -f "$gpt2/encoder.json" ]; then
-  cp -r ck_gpt2 ck_swapped && python3 "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
+  cp -r ck_gpt2 ck_swapped && "$py" "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
   expect "tokenizer larger than the model" "which the model's 257-entry vocabulary (model.vocab_size) lacks" \
     "$loom" generate --checkpoint ck_swapped --prompt "GNU license"
 else

@@ -5,6 +5,7 @@
 # or cut short, a planted upward include (drawn red, and the committed picture then stale) and a
 # renamed call on the step's path are each caught.
 set -euo pipefail
+py="${LOOM_PYTHON3:-python3}"  # the tests' interpreter (tests/CMakeLists.txt)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 draw="$repo/scripts/draw_design.py"
 verify="$repo/tests/layers/verify_design_svg.py"
@@ -27,9 +28,9 @@ refused() {
 }
 
 # The tree's pictures pass, and the committed ones are what the tree gives now.
-python3 "$draw" --repo "$repo" --out "$tmp/out" >/dev/null
-python3 "$verify" "$repo" "$tmp/out"
-python3 "$draw" --repo "$repo" --check
+"$py" "$draw" --repo "$repo" --out "$tmp/out" >/dev/null
+"$py" "$verify" "$repo" "$tmp/out"
+"$py" "$draw" --repo "$repo" --check
 
 # A picture without the box of src/pipeline, one with a wrong count, one cut short.
 bad="$tmp/bad"
@@ -37,13 +38,13 @@ mkdir -p "$bad"
 cp "$tmp/out/step.svg" "$bad/"
 sed 's|>src/pipeline<|>src/pipe<|' "$tmp/out/layers.svg" >"$bad/layers.svg"
 refused "a picture missing a folder" "no box for the layer folder 'src/pipeline'" \
-  python3 "$verify" "$repo" "$bad"
+  "$py" "$verify" "$repo" "$bad"
 sed -E 's/(backend includes kernels: )[0-9]+/\1999/' "$tmp/out/layers.svg" >"$bad/layers.svg"
 refused "a wrong include count" \
   "backend includes kernels: the tree has [0-9]+ #include lines, the picture 999" \
-  python3 "$verify" "$repo" "$bad"
+  "$py" "$verify" "$repo" "$bad"
 head -c 2000 "$tmp/out/layers.svg" >"$bad/layers.svg"
-refused "a truncated picture" "not well-formed SVG" python3 "$verify" "$repo" "$bad"
+refused "a truncated picture" "not well-formed SVG" "$py" "$verify" "$repo" "$bad"
 
 # A copy of the tree with an upward include: drawn red, counted, and the committed picture stale.
 tree="$tmp/tree"
@@ -51,17 +52,17 @@ mkdir -p "$tree/docs"
 cp -r "$repo/scripts" "$repo/src" "$repo/kernels" "$repo/data_tools" "$tree/"
 cp -r "$repo/docs/images" "$tree/docs/"
 printf '#include "model/block.h"\n' >"$tree/src/core/planted.h"
-python3 "$draw" --repo "$tree" --out "$tmp/planted" >/dev/null
+"$py" "$draw" --repo "$tree" --out "$tmp/planted" >/dev/null
 grep -q 'class="up"' "$tmp/planted/layers.svg" || { echo "FAIL: no red upward arc"; exit 1; }
 grep -q 'core includes model: 1 #include line (points up' "$tmp/planted/layers.svg" ||
   { echo "FAIL: the upward include is not named"; exit 1; }
-python3 "$verify" "$tree" "$tmp/planted" >/dev/null
+"$py" "$verify" "$tree" "$tmp/planted" >/dev/null
 refused "a stale committed picture" "docs/images/layers.svg is stale" \
-  python3 "$draw" --repo "$tree" --check
+  "$py" "$draw" --repo "$tree" --check
 
 # A call of the step's path renamed in the copy: the step picture refuses to draw.
 rm "$tree/src/core/planted.h"
 sed -i 's/reduce_grads_and_norm/reduce_gradients/g' "$tree/src/optim/zero.cpp"
 refused "a renamed call" "src/optim/zero.cpp: no 'void ZeroOptimizer::reduce_grads_and_norm\(" \
-  python3 "$draw" --repo "$tree" --out "$tmp/renamed"
+  "$py" "$draw" --repo "$tree" --out "$tmp/renamed"
 echo "PASS"

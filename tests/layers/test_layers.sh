@@ -3,9 +3,10 @@
 # copy of the layer folders with one planted upward include and one bare include is refused,
 # naming both.
 set -euo pipefail
+py="${LOOM_PYTHON3:-python3}"  # the tests' interpreter (tests/CMakeLists.txt)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 check="$repo/scripts/check_layers.py"
-python3 "$check" "$repo"
+"$py" "$check" "$repo"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -17,7 +18,7 @@ printf '#include "model/block.h"\n' >"$tmp/src/core/planted.h"  # core may not u
 printf '#include "tokenizer.h"\n' >"$tmp/src/cli/bare.cpp"       # not a path from the root
 printf '#include "core/check.h"\n' >"$tmp/src/train/fine.cpp"    # looking down is fine
 set +e
-out=$(python3 "$check" "$tmp" 2>&1)
+out=$("$py" "$check" "$tmp" 2>&1)
 rc=$?
 set -e
 echo "$out"

@@ -12,6 +12,7 @@
 # A checkpoint whose tokenizer does not match its model gets 400 for prompt ids the model lacks.
 # usage: test_serve_cli.sh LOOM_BINARY WORKDIR [CLIENT_DIR [GPT2_TOKENIZER_DIR]]
 set -uo pipefail
+py="${LOOM_PYTHON3:-python3}"  # the tests' interpreter (tests/CMakeLists.txt)
 loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; client="${3:-}"; gpt2="${4:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(dirname "$loom")"
@@ -63,7 +64,7 @@ post() {
     -H 'Content-Type: application/json' -d "$body")
   cat resp.json
 }
-js() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+js() { "$py" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 serve A 4 --set parallel.tp=2 --set parallel.pp=2
 portA=$port
@@ -83,15 +84,15 @@ i=0
 while IFS= read -r prompt; do
   i=$((i + 1))
   want=$(sed -n "${i}p" ref.jsonl | js 'd["text"]')
-  body=$(python3 -c 'import json,sys; print(json.dumps({"model": "tiny-serve", "prompt": sys.argv[1], "max_tokens": 24, "temperature": 0}))' "$prompt")
+  body=$("$py" -c 'import json,sys; print(json.dumps({"model": "tiny-serve", "prompt": sys.argv[1], "max_tokens": 24, "temperature": 0}))' "$prompt")
   post "$portA" "$body" > "greedy_$i.json"
   got=$(js 'd["choices"][0]["text"]' < "greedy_$i.json")
   if [ "$status" = 200 ] && [ "$got" = "$want" ]; then ok "greedy '$prompt' = loom generate: '$got'"
   else fail "greedy '$prompt': status $status, '$got' != generate's '$want'"; fi
   # 3. Streaming gives the same text (and finish reason), then data: [DONE].
-  sbody=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["stream"]=True; print(json.dumps(d))' "$body")
+  sbody=$("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); d["stream"]=True; print(json.dumps(d))' "$body")
   curl -s -N "http://127.0.0.1:$portA/v1/completions" -d "$sbody" > "stream_$i.txt"
-  st=$(python3 - "stream_$i.txt" "greedy_$i.json" <<'PY'
+  st=$("$py" - "stream_$i.txt" "greedy_$i.json" <<'PY'
 import json, sys
 events = [l[6:] for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ")]
 whole = json.load(open(sys.argv[2]))["choices"][0]
@@ -109,16 +110,16 @@ done < prompts.txt
 # 4. A stop string (3 characters from the middle of a greedy text): the text ends before it,
 # finish_reason stop, streamed alike, as loom generate --stop.
 stop=$(js 'd["choices"][0]["text"][10:13]' < greedy_2.json)
-body=$(python3 -c 'import json,sys; print(json.dumps({"prompt": "The licenses", "max_tokens": 24, "temperature": 0, "stop": [sys.argv[1]]}))' "$stop")
+body=$("$py" -c 'import json,sys; print(json.dumps({"prompt": "The licenses", "max_tokens": 24, "temperature": 0, "stop": [sys.argv[1]]}))' "$stop")
 post "$portA" "$body" > stop.json
 OMP_NUM_THREADS=1 "$loom" generate --checkpoint ck --prompt "The licenses" --max-tokens 24 \
   --temperature 0 --stop "$stop" > stop_ref.txt 2> /dev/null
 got=$(js 'd["choices"][0]["text"]' < stop.json)
 [ "The licenses$got" = "$(cat stop_ref.txt)" ] && [ "$(js 'd["choices"][0]["finish_reason"]' < stop.json)" = stop ] &&
   ok "stop '$stop': '$got', finish_reason stop, = loom generate --stop" || fail "stop '$stop': '$got' vs '$(cat stop_ref.txt)'"
-sbody=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["stream"]=True; print(json.dumps(d))' "$body")
+sbody=$("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); d["stream"]=True; print(json.dumps(d))' "$body")
 curl -s -N "http://127.0.0.1:$portA/v1/completions" -d "$sbody" > stop_stream.txt
-sgot=$(python3 -c '
+sgot=$("$py" -c '
 import json, sys
 ev = [l[6:] for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ") and l != "data: [DONE]"]
 print("".join(json.loads(e)["choices"][0]["text"] for e in ev))' stop_stream.txt)
@@ -133,7 +134,7 @@ print("".join(json.loads(e)["choices"][0]["text"] for e in ev))' stop_stream.txt
 body='{"prompt": ["GNU GENERAL", "The licenses"], "max_tokens": 20, "temperature": 0, "logprobs": 0}'
 post "$portA" "$body" > lp_A.json
 post "$portB" "$body" > lp_B.json
-python3 - lp_A.json lp_B.json <<'PY' && ok "logprobs: tp2 x pp2 = one rank within 1e-2" || fail "logprobs differ"
+"$py" - lp_A.json lp_B.json <<'PY' && ok "logprobs: tp2 x pp2 = one rank within 1e-2" || fail "logprobs differ"
 import json, sys
 a, b = (json.load(open(f))["choices"] for f in sys.argv[1:3])
 worst = 0.0
@@ -152,7 +153,7 @@ PY
 if [ -n "$client" ] && [ -f "$client/index.js" ] && command -v node > /dev/null; then
   want=$(sed -n "2p" ref.jsonl | js 'd["text"]')
   if node "$(dirname "$0")/openai_client.js" "$client" "http://127.0.0.1:$portA/v1" tiny-serve > oai.jsonl 2> oai.err; then
-    python3 - oai.jsonl "$want" <<'PY' && ok "openai npm client: models, greedy '$want', stream, BadRequestError" || fail "openai npm client: $(cat oai.jsonl)"
+    "$py" - oai.jsonl "$want" <<'PY' && ok "openai npm client: models, greedy '$want', stream, BadRequestError" || fail "openai npm client: $(cat oai.jsonl)"
 import json, sys
 r = {j["check"]: j for j in map(json.loads, open(sys.argv[1]))}
 assert r["models"]["ids"] == ["tiny-serve"], r["models"]
@@ -196,7 +197,7 @@ for k in $(seq 1 16); do
   js 'd["choices"][0]["text"]' < "many_$k.json" > /dev/null 2>&1 || continue
   answered=$((answered + 1))
   post "$portA" "{\"prompt\": \"clause $k of\", \"max_tokens\": 12, \"temperature\": 0, \"logprobs\": 0}" > alone.json
-  verdict=$(python3 - "many_$k.json" alone.json <<'PY'
+  verdict=$("$py" - "many_$k.json" alone.json <<'PY'
 import json, sys
 a, b = (json.load(open(f))["choices"][0] for f in sys.argv[1:3])
 if a["text"] == b["text"]:
@@ -226,7 +227,7 @@ portE=$port
 i=0 curls=()
 while IFS= read -r prompt; do
   i=$((i + 1))
-  body=$(python3 -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 24, "temperature": 0}))' "$prompt")
+  body=$("$py" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 24, "temperature": 0}))' "$prompt")
   curl -s "http://127.0.0.1:$portE/v1/completions" -d "$body" > "dp_$i.json" &
   curls+=($!)
 done < prompts.txt
@@ -263,7 +264,7 @@ post "$portA" '{"prompt": "GNU", "max_tokens": 3, "temperature": 0}' > /dev/null
 # 7b. A checkpoint whose stored tokenizer (GPT-2's, 50257 ids) does not match its model (257 ids):
 # a prompt with ids the model lacks gets 400, and the server stays up.
 if [ -f "$gpt2/encoder.json" ]; then
-  cp -r ck ck_swapped && python3 "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
+  cp -r ck ck_swapped && "$py" "$here/../support/swap_tokenizer.py" ck_swapped "$gpt2"
   SERVE_CKPT=ck_swapped serve S 1
   post "$port" '{"prompt": "GNU license", "max_tokens": 2}' > swapped.json
   swapped_status=$status
@@ -309,7 +310,7 @@ code=$(curl -s -o refused.json -w '%{http_code}' "http://127.0.0.1:$portC/v1/com
 wait "$cpid"
 timeout 60 tail --pid="$pidC" -f /dev/null
 wait "$pidC"; rc=$?
-python3 - term_stream.txt <<'PY' && s_ok=1 || s_ok=0
+"$py" - term_stream.txt <<'PY' && s_ok=1 || s_ok=0
 import json, sys
 ev = [l[6:] for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ")]
 assert ev[-1] == "[DONE]"
