@@ -22,9 +22,10 @@ cd "$(dirname "$0")/.."
 ./scripts/get_openai_client.sh   # the OpenAI Node.js client, a client of loom serve's tests (npm)
 # Oversubscribed MPI tests need one OpenMP thread per rank; mpirun may run as root in CI.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# PMIx's native security in place of munge for mpirun and singleton runs (tests/CMakeLists.txt
-# says why: about 2.2 s per start while munged is down); the Slurm stage unsets it.
-export PMIX_MCA_psec=native
+# PMIx's native security in place of munge for mpirun and singleton runs, and the ob1 PML named
+# outright (tests/CMakeLists.txt says why: about 2.2 s per start while munged is down, 0.2 s per
+# process otherwise); the Slurm stage unsets them.
+export PMIX_MCA_psec=native OMPI_MCA_pml=ob1
 
 # run_suite FAMILY [ctest args]: the suite with OpenBLAS pinned to one kernel family.
 run_suite() {
@@ -63,7 +64,7 @@ if [[ ${LOOM_TEST_QUICK:-0} != 1 ]]; then
   # run beside the sanitizer stage; their log is printed, and their status counted, after it.
   slurm_log=$(mktemp /tmp/loom-slurm-ci.XXXXXX)
   slurm_t0=$SECONDS
-  (set +e; unset PMIX_MCA_psec; ctest --test-dir build -L slurm --output-on-failure; rc=$?
+  (set +e; unset PMIX_MCA_psec OMPI_MCA_pml; ctest --test-dir build -L slurm --output-on-failure; rc=$?
    scripts/slurm/test_cluster.sh stop; exit $rc) >"$slurm_log" 2>&1 &
   slurm_pid=$!
   sanitize_rc=0 t0=$SECONDS
