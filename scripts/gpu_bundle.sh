@@ -47,8 +47,8 @@ if ! grep -q '^CMAKE_CUDA_FLAGS:' "$BUILD/CMakeCache.txt" ||
   fail "$BUILD does not compile the cuda sources with nvcc; configure it with -DLOOM_CUDA=ON"
 fi
 BINS=(bin/loom tests/test_cuda_kernels tests/test_cuda_backend tests/test_cuda_train
-      tests/test_nccl_comm tests/test_nccl_p2p_mpi tests/test_cuda_layouts_mpi bin/bench_gemm_algos
-      bin/bench_kernel_times)
+      tests/test_nccl_comm tests/test_nccl_p2p_mpi tests/test_cuda_layouts_mpi
+      tests/test_cublas_loading bin/bench_gemm_algos bin/bench_kernel_times)
 echo "building ${BINS[*]##*/} in $BUILD ..."
 targets=()
 for b in "${BINS[@]}"; do targets+=(--target "$(basename "$b")"); done
@@ -176,9 +176,12 @@ unshare --mount bash -c '
     --set "data.valid=[]" --set train.steps=3 --set train.eval_interval=0 \
     --set checkpoint.save_interval=0 --set checkpoint.resume=none --set run.dir=runs/bundle_verify
   for t in "$1"/bin/test_*; do "$t" --gtest_list_tests >/dev/null; done
+  # cuBLAS is loaded with dlopen on first use (kernels/cublas_api.cuh): through the bundled
+  # loader its search path must reach the CUDA libraries of the machine (no GPU needed).
+  "$1/bin/test_cublas_loading"
 ' "$hide" "$OUT" "$data" >"$OUT.verify.log" 2>&1 ||
   { tail -20 "$OUT.verify.log" >&2; fail "the bundle does not stand alone (log above, $OUT.verify.log)"; }
 grep -q '"step": *3' runs/bundle_verify/metrics.jsonl ||
   fail "the bundled loom did not reach step 3 ($OUT.verify.log)"
 echo "verified: with $(echo "$hide" | wc -w) system libraries, Open MPI, PMIx and orted hidden," \
-  "the bundled loom trained 3 steps and every test binary loaded ($OUT.verify.log)"
+  "the bundled loom trained 3 steps, every test binary loaded and cuBLAS was found ($OUT.verify.log)"
