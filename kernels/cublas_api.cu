@@ -8,19 +8,13 @@
 #include <dlfcn.h>
 #endif
 
-namespace loom::cuda {
-namespace {
-
 #define LOOM_STR2(x) #x
 #define LOOM_STR(x) LOOM_STR2(x)
-// The sonames of the toolkit loom was compiled against (libcublasLt.so.13 with CUDA 13).
-constexpr const char* kCublasLtSoname = "libcublasLt.so." LOOM_STR(CUBLAS_VER_MAJOR);
-constexpr const char* kCublasSoname = "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR);
+
+namespace loom::cuda {
 
 #ifndef LOOM_CUDA_EMULATE
-// dlopen by soname (LD_LIBRARY_PATH, the executable's run path, the system's cache), then from
-// the toolkit directory the build was configured with.
-void* open_library(const char* soname) {
+void* detail::open_library(const char* soname) {
   if (void* h = dlopen(soname, RTLD_NOW | RTLD_GLOBAL)) return h;
   std::string first = dlerror();
 #ifdef LOOM_CUDA_LIBRARY_DIR
@@ -28,12 +22,22 @@ void* open_library(const char* soname) {
   if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return h;
   first += "; " + std::string(dlerror());
 #endif
-  throw CudaError(std::string("cannot load ") + soname + " (cuBLAS of CUDA " +
+  throw CudaError(std::string("cannot load ") + soname + " (loom was built with cuBLAS " +
                   LOOM_STR(CUBLAS_VER_MAJOR) + "): " + first +
                   "; install the CUDA toolkit's cuBLAS or add its lib directory to "
                   "LD_LIBRARY_PATH");
 }
+#else
+void* detail::open_library(const char*) { return nullptr; }
+#endif
 
+namespace {
+
+// The sonames of the toolkit loom was compiled against (libcublasLt.so.13 with CUDA 13).
+constexpr const char* kCublasLtSoname = "libcublasLt.so." LOOM_STR(CUBLAS_VER_MAJOR);
+constexpr const char* kCublasSoname = "libcublas.so." LOOM_STR(CUBLAS_VER_MAJOR);
+
+#ifndef LOOM_CUDA_EMULATE
 template <typename F>
 void resolve(void* lib, const char* soname, const char* name, F& fn) {
   dlerror();
@@ -45,21 +49,19 @@ void resolve(void* lib, const char* soname, const char* name, F& fn) {
 }
 #define LOOM_RESOLVE(f) resolve(lib, soname, #f, api.f);
 #else
-// The emulator defines the functions themselves (emulate/runtime): nothing to open.
-void* open_library(const char*) { return nullptr; }
 #define LOOM_RESOLVE(f) api.f = &::f;
 #endif
 
 CublasLtApi load_cublaslt(const char* soname) {
   CublasLtApi api;
-  [[maybe_unused]] void* lib = open_library(soname);
+  [[maybe_unused]] void* lib = detail::open_library(soname);
   LOOM_CUBLASLT_FUNCTIONS(LOOM_RESOLVE)
   return api;
 }
 
 CublasApi load_cublas(const char* soname) {
   CublasApi api;
-  [[maybe_unused]] void* lib = open_library(soname);
+  [[maybe_unused]] void* lib = detail::open_library(soname);
   LOOM_CUBLAS_FUNCTIONS(LOOM_RESOLVE)
   return api;
 }

@@ -46,4 +46,11 @@ struct CublasApi {
 const CublasLtApi& cublaslt();
 const CublasApi& cublas();
 
+namespace detail {
+// dlopen(soname), then LOOM_CUDA_LIBRARY_DIR/soname; a library found in neither throws CudaError
+// naming both attempts and the fix. The emulation build opens nothing (nullptr): the emulator
+// defines the functions itself.
+void* open_library(const char* soname);
+}  // namespace detail
+
 }  // namespace loom::cuda

@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/cublas_api.cuh"
@@ -43,6 +44,18 @@ TEST(CublasLoading, LibrariesLoadOnlyWhenFirstAsked) {
   LOOM_CUBLAS_FUNCTIONS(LOOM_EXPECT_SET)
 #undef LOOM_EXPECT_SET
   EXPECT_TRUE(mapped("libcublas.so"));
+}
+
+// A library that is nowhere: one error naming it and the fix, not a crash at the first GEMM.
+TEST(CublasLoading, AMissingLibraryIsOneClearError) {
+  try {
+    loom::cuda::detail::open_library("libcublasLt.so.999");
+    FAIL() << "opening a library that does not exist succeeded";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cannot load libcublasLt.so.999"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("LD_LIBRARY_PATH"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace
