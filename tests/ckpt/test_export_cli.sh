@@ -2,9 +2,9 @@
 # `loom export` with a lowered chunk size (LOOM_GATHER_CHUNK_BYTES): the safetensors file is
 # bitwise the default export's, the HDF5 file holds the same datasets and values; a bad chunk
 # size is one clear error and leaves no file.
-# usage: test_export_cli.sh LOOM_BINARY WORKDIR PYTHON3
+# usage: test_export_cli.sh LOOM_BINARY WORKDIR (Python: $LOOM_PYTHON3, tests/CMakeLists.txt)
 set -uo pipefail
-loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="$3"
+loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="${LOOM_PYTHON3:-python3}"
 bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work/text"; cd "$work"
 fail() { echo "FAIL: $1"; [ -f err.txt ] && tail -20 err.txt; exit 1; }

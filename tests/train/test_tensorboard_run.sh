@@ -4,9 +4,9 @@
 # a resumed run adds a second file, which starts a session at its first step (TensorBoard then
 # drops that step and later ones from the earlier file); a fresh run in the same directory
 # starts over.
-# usage: test_tensorboard_run.sh LOOM_BINARY WORKDIR PYTHON3
+# usage: test_tensorboard_run.sh LOOM_BINARY WORKDIR (Python: $LOOM_PYTHON3, tests/CMakeLists.txt)
 set -uo pipefail
-loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="$3"
+loom="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; work="$2"; py="${LOOM_PYTHON3:-python3}"
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(dirname "$loom")"
 rm -rf "$work"; mkdir -p "$work/text"; cd "$work"
