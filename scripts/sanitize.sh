@@ -43,8 +43,14 @@ export LOOM_SANITIZER_LOG_DIR="$reports"
 # reports directory fails the run instead). fast_unwind_on_malloc=0, malloc_context_size=64:
 # allocation stacks must reach the OpenMPI functions that the suppressions name; the
 # frame-pointer unwinder loses the stack inside OpenMPI's libraries (built without frame
-# pointers), and MPI_Init's allocations lie up to 29 frames deep.
-export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:malloc_context_size=64:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$reports/asan"
+# pointers), and MPI_Init's allocations lie up to 29 frames deep. intercept_tls_get_addr=0: gcc
+# 12's runtime guesses the layout of a dynamic TLS block from its address, and a block that
+# malloc places 16 bytes past a page boundary (libOpenCL's, which hwloc loads in MPI_Init) is
+# taken for an old glibc's header: LeakSanitizer then scans a range such as 0xd68-0x400001e6a at
+# exit and crashes ("Tracer caught signal 11"), or spins. Whether it happens depends on heap
+# addresses, so on the environment's size. Without the interceptor, dynamic TLS blocks are
+# ordinary heap blocks, reached from each thread's static TLS through glibc's DTV.
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:malloc_context_size=64:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:intercept_tls_get_addr=0:log_path=$reports/asan"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:exitcode=0"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
