@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'EOF'
 usage: scripts/gpu_bundle.sh [--build DIR] [--out DIR] [--max-mib N] [--verify]
+                             [--llmc SRC [--cudnn-frontend INC]]
 Collects from DIR (default build, configured with nvcc: LOOM_CUDA=ON or AUTO with nvcc found):
   bin/      loom and the cuda test binaries, each a wrapper that runs the real binary (real/)
             through the bundled dynamic loader with only the bundle's libraries and the GPU
@@ -23,13 +24,20 @@ larger than --max-mib (default 60: a device call carries at most 64 MiB).
 --verify: then proves the bundle stands alone here (root): in a private mount namespace every
   system copy of a library it carries, Open MPI's and PMIx's folders and orted are hidden, and
   the bundled loom trains 3 steps (cpu backend) and each test binary lists its tests.
+--llmc SRC: also builds llm.c's train_gpt2cu from the llm.c source tree SRC (karpathy/llm.c;
+  not part of loom) for sm_90, bf16, one GPU, into llmc/train_gpt2cu, and with
+  --cudnn-frontend INC (the include folder of NVIDIA's cudnn-frontend) a second one with cuDNN's
+  fused attention, llmc/train_gpt2cu_cudnn: the comparison scripts/gpu_lease.sh runs. They use
+  the GPU machine's CUDA libraries, cuDNN included, through its own loader.
 On the GPU machine: tar xf gpu-bundle.tar.xz && gpu-bundle/bin/loom train CONFIG ...
 EOF
 }
 
-BUILD=build OUT=gpu-bundle MAX_MIB=60 VERIFY=0
+BUILD=build OUT=gpu-bundle MAX_MIB=60 VERIFY=0 LLMC="" CUDNN_FE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --llmc) LLMC="$2"; shift 2 ;;
+    --cudnn-frontend) CUDNN_FE="$2"; shift 2 ;;
     --build) BUILD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --max-mib) MAX_MIB="$2"; shift 2 ;;
@@ -40,6 +48,15 @@ while [[ $# -gt 0 ]]; do
 done
 fail() { echo "gpu_bundle.sh: $*" >&2; exit 1; }
 
+if [[ -n "$LLMC" ]]; then
+  [[ -f "$LLMC/train_gpt2.cu" && -f "$LLMC/Makefile" ]] ||
+    fail "--llmc $LLMC: no train_gpt2.cu and Makefile there; give the root of an llm.c source tree"
+fi
+if [[ -n "$CUDNN_FE" ]]; then
+  [[ -n "$LLMC" ]] || fail "--cudnn-frontend is for the llm.c build: give --llmc SRC as well"
+  [[ -f "$CUDNN_FE/cudnn_frontend.h" ]] ||
+    fail "--cudnn-frontend $CUDNN_FE: no cudnn_frontend.h there; give cudnn-frontend's include folder"
+fi
 [[ -f "$BUILD/CMakeCache.txt" ]] || fail "$BUILD is not a CMake build folder; build with ./scripts/build.sh first"
 # The CUDA language is enabled only when nvcc compiles the cuda sources (not OFF, not EMULATE).
 if ! grep -q '^CMAKE_CUDA_FLAGS:' "$BUILD/CMakeCache.txt" ||
@@ -140,6 +157,34 @@ for b in "${BINS[@]}"; do wrap "$OUT/bin/$(basename "$b")" "real/$(basename "$b"
 for tool in orted orterun; do wrap "$OUT/ompi/bin/$tool" "ompi/bin/$tool.real" ../..; done
 ln -s orterun "$OUT/ompi/bin/mpirun"
 git rev-parse --short HEAD >"$OUT/COMMIT" 2>/dev/null || echo unknown >"$OUT/COMMIT"
+if [[ -n "$LLMC" ]]; then
+  # llm.c, built in a copy of its tree: one GPU (no NCCL, no MPI), bf16, Hopper. CUDA 13 dropped
+  # the integer-device overload of cudaMemAdvise that llm.c's fallback to managed memory calls;
+  # the copy passes the host as a cudaMemLocation instead (the same request). nvrtc and the
+  # driver API are what newer cudnn-frontend versions link against.
+  llmc_tmp=$(mktemp -d /tmp/loom_llmc.XXXXXX)
+  cp -r "$LLMC"/. "$llmc_tmp"
+  sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+    "$llmc_tmp/llmc/cuda_utils.cuh"
+  mkdir -p "$OUT/llmc"
+  llmc_make() {  # llmc_make USE_CUDNN NAME: builds train_gpt2cu and keeps it as llmc/NAME
+    local ld="-lcublas -lcublasLt"
+    [[ $1 == 1 ]] && ld="$ld -lcudnn -lnvrtc -L$CUDA_HOME/lib64/stubs -lcuda"
+    (cd "$llmc_tmp" && rm -rf build train_gpt2cu && PATH="$CUDA_HOME/bin:$PATH" make train_gpt2cu \
+      NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN="$1" GPU_COMPUTE_CAPABILITY=90 PRECISION=BF16 \
+      NVCC_LDFLAGS="$ld") >"$OUT/llmc/$2.build.log" 2>&1 ||
+      { tail -5 "$OUT/llmc/$2.build.log" >&2; fail "llm.c's $2 did not build ($OUT/llmc/$2.build.log)"; }
+    cp "$llmc_tmp/train_gpt2cu" "$OUT/llmc/$2"
+  }
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  llmc_make 0 train_gpt2cu
+  if [[ -n "$CUDNN_FE" ]]; then
+    mkdir -p "$llmc_tmp/cudnn-frontend" && cp -r "$CUDNN_FE" "$llmc_tmp/cudnn-frontend/include"
+    llmc_make 1 train_gpt2cu_cudnn
+  fi
+  (git -C "$LLMC" rev-parse HEAD 2>/dev/null || echo "not a git checkout") >"$OUT/llmc/COMMIT"
+  rm -rf "$llmc_tmp"
+fi
 # The test binaries read configs and fixtures below the source folder they were built from.
 sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" >"$OUT/SOURCE_DIR"
 

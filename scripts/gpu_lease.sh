@@ -11,21 +11,23 @@ usage() {
 usage: scripts/gpu_lease.sh [--out DIR] [--budget-s N] [--only STAGES]
   --out DIR      where logs.tgz and summary.md go (default bench_results/lease_<date>_<time>)
   --budget-s N   the whole script's wall-clock limit (default 420); every stage is cut to it
-  --only STAGES  comma-separated subset of: tests, sanitizer, compare, bench, layouts, fit,
-                 kernels, refs, profile (default: all but profile); a test binary's name or a
+  --only STAGES  comma-separated subset of: tests, sanitizer, compare, llmc, bench, layouts,
+                 fit, kernels, refs, profile (default: all but profile); a test binary's name or a
                  sanitizer run's name (san_memcheck_train, ...) picks that part alone
 Stage A, side by side (correctness, no timing): the cuda tests (none may be skipped), NCCL at world
 size 1, compute-sanitizer's four tools, cpu vs cuda losses (fp32 and bf16), the multi-rank layouts
 on one GPU (host-staged communicators, 8 ranks) and the memory-fit refusal.
-Stage B, alone on the GPU: scripts/bench_gpu.sh (GPT-2 124M and 350M, bf16, T=1024; 124M again
-with the step captured as a CUDA graph), the GEMM algorithm sweep (bench_gemm_algos), PyTorch's
+Stage B, alone on the GPU: llm.c's train_gpt2cu on the same GPT-2 124M run when the bundle
+carries it (gpu_bundle.sh --llmc; its own kernels, and cuDNN's attention where built), then
+scripts/bench_gpu.sh (GPT-2 124M and 350M, bf16, T=1024; 124M again with the step captured as a
+CUDA graph; compared with llm.c's best tokens/s), the GEMM algorithm sweep (bench_gemm_algos), PyTorch's
 fused attention (scripts/bench_attention_ref.py), loom's own kernels against their rooflines
 (bench_kernel_times), and on request (profile) Nsight Compute's per-kernel time and DRAM traffic
 of GPT-2 124M (scripts/ncu_summary.py; slow: under ncu step 1 took 98 s on an H100).
 EOF
 }
 
-OUT="" BUDGET=420 ONLY="tests,sanitizer,compare,bench,layouts,fit,kernels,refs"
+OUT="" BUDGET=420 ONLY="tests,sanitizer,compare,llmc,bench,layouts,fit,kernels,refs"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
@@ -87,7 +89,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=2 GTEST_COLOR=no
 python3 scripts/make_random_dataset.py --output-prefix data/bench/random_257 --vocab 257 >/dev/null
 python3 scripts/make_random_dataset.py --output-prefix data/bench/random_50257_4m --tokens 4194304 \
-  --docs 64 >/dev/null
+  --docs 64 --llmc-shard data/bench/random_50257_4m_llmc.bin >/dev/null
 
 # ---- stage A: correctness, side by side ---------------------------------------------------
 for t in test_cuda_kernels test_cuda_backend test_cuda_train test_nccl_comm; do
@@ -177,10 +179,44 @@ cp "$SUM" "$OUT/summary.md"
 
 # ---- stage B: timings, alone on the GPU ---------------------------------------------------
 echo -e "\n## Stage B: speed, alone on the GPU" >>"$SUM"
+LLMC_TPS=""
+if want llmc && [[ -d gpu-bundle/llmc ]]; then
+  # llm.c trains GPT-2 124M from random weights (d12) on the same tokens as bench_gpu.sh's loom
+  # runs, with the same shape: micro-batch 16 x 1024, 65,536 tokens per step, no recompute, fp32
+  # master weights; steps 11-30 timed as loom's are. Its cuDNN build needs the machine's libcudnn
+  # (a toolkit folder, or PyTorch's nvidia-cudnn wheel).
+  llmc_libs=""
+  for d in $(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null) \
+           /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
+    [[ -d "$d" ]] && llmc_libs="$llmc_libs:$d"
+  done
+  echo -e "\n### llm.c train_gpt2cu, GPT-2 124M, bf16, 16 x 1024 x 4 per step (llm.c $(cut -c1-12 gpu-bundle/llmc/COMMIT))" >>"$SUM"
+  echo "| build | exit | median step ms (steps 11-30) | tokens/s |" >>"$SUM"
+  echo "|---|---|--:|--:|" >>"$SUM"
+  for v in train_gpt2cu train_gpt2cu_cudnn; do
+    [[ -x gpu-bundle/llmc/$v ]] || continue
+    root=$PWD shard=$PWD/data/bench/random_50257_4m_llmc.bin
+    (cd "$L" && LD_LIBRARY_PATH="${llmc_libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$(lim 90)" \
+      "$root/gpu-bundle/llmc/$v" -i "$shard" -j "$shard" -e d12 -b 16 -t 1024 -d 65536 -x 30 \
+      -r 0 -z 0 -w 1 -v 1000 -m 1 -s 0 -h 0 -l 3e-4) >"$L/llmc_$v.log" 2>&1
+    rc=$?
+    tps=$(python3 - "$L/llmc_$v.log" <<'PY'
+import re, statistics, sys
+ms = {int(m.group(1)): float(m.group(2)) for m in
+      (re.match(r"step\s+(\d+)/\d+ \|.*\| ([0-9.]+) ms \|", l) for l in open(sys.argv[1], errors="replace")) if m}
+steps = [ms[s] for s in range(11, 31) if s in ms]
+print(f"{statistics.median(steps):.2f} {65536 / statistics.median(steps) * 1e3:.0f}" if len(steps) == 20 else "- -")
+PY
+)
+    echo "| $v | $rc | ${tps% *} | ${tps#* } |" >>"$SUM"
+    t=${tps#* }
+    [[ $t =~ ^[0-9]+$ ]] && { [[ -z $LLMC_TPS ]] || ((t > LLMC_TPS)); } && LLMC_TPS=$t
+  done
+fi
 if want bench; then
   for mode in plain graph; do
-    extra=(--configs "124m 350m")
-    [[ $mode == graph ]] && extra=(--configs 124m --cuda-graph)
+    extra=(--configs "124m 350m" ${LLMC_TPS:+--llmc-tps "$LLMC_TPS"})
+    [[ $mode == graph ]] && extra=(--configs 124m --cuda-graph ${LLMC_TPS:+--llmc-tps "$LLMC_TPS"})
     timeout -k 5 "$(lim 120)" scripts/bench_gpu.sh --build gpu-bundle --no-checks \
       --out "$L/bench_$mode" "${extra[@]}" >"$L/bench_$mode.log" 2>&1
     echo -e "\nbench_gpu.sh ($mode) exit $?" >>"$SUM"
