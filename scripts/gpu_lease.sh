@@ -74,7 +74,9 @@ trap pack EXIT
   nvidia-smi topo -m
   lscpu | grep -E '^Model name|^CPU\(s\)'
   python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1
-  ls /usr/local/cuda/lib64 2>/dev/null | grep -E 'libnccl|libcublasLt\.so\.|libcudart\.so\.' | head
+  for f in /usr/local/cuda/lib64/libnccl* /usr/local/cuda/lib64/libcublasLt.so.* /usr/local/cuda/lib64/libcudart.so.*; do
+    [[ -e $f ]] && basename "$f"
+  done
 } >"$L/machine.txt" 2>&1
 head -4 "$L/machine.txt" | sed 's/^/    /' >>"$SUM"
 [[ -d gpu-bundle ]] || tar xf gpu-bundle.tar.xz || { echo "no gpu-bundle.tar.xz" | tee -a "$SUM"; exit 1; }
