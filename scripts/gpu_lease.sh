@@ -195,9 +195,9 @@ if want llmc && [[ -d gpu-bundle/llmc ]]; then
   echo -e "\n### llm.c train_gpt2cu, GPT-2 124M, bf16, 16 x 1024 x 4 per step (llm.c $(cut -c1-12 gpu-bundle/llmc/COMMIT))" >>"$SUM"
   echo "| build | exit | median step ms (steps 11-30) | tokens/s |" >>"$SUM"
   echo "|---|---|--:|--:|" >>"$SUM"
+  root=$PWD shard=$PWD/data/bench/random_50257_4m_llmc.bin
   for v in train_gpt2cu train_gpt2cu_cudnn; do
     [[ -x gpu-bundle/llmc/$v ]] || continue
-    root=$PWD shard=$PWD/data/bench/random_50257_4m_llmc.bin
     (cd "$L" && LD_LIBRARY_PATH="${llmc_libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$(lim 90)" \
       "$root/gpu-bundle/llmc/$v" -i "$shard" -j "$shard" -e d12 -b 16 -t 1024 -d 65536 -x 30 \
       -r 0 -z 0 -w 1 -v 1000 -m 1 -s 0 -h 0 -l 3e-4) >"$L/llmc_$v.log" 2>&1
@@ -217,8 +217,9 @@ PY
 fi
 if want bench; then
   for mode in plain graph; do
-    extra=(--configs "124m 350m" ${LLMC_TPS:+--llmc-tps "$LLMC_TPS"})
-    [[ $mode == graph ]] && extra=(--configs 124m --cuda-graph ${LLMC_TPS:+--llmc-tps "$LLMC_TPS"})
+    extra=(--configs "124m 350m")
+    [[ $mode == graph ]] && extra=(--configs 124m --cuda-graph)
+    [[ -n $LLMC_TPS ]] && extra+=(--llmc-tps "$LLMC_TPS")
     timeout -k 5 "$(lim 120)" scripts/bench_gpu.sh --build gpu-bundle --no-checks \
       --out "$L/bench_$mode" "${extra[@]}" >"$L/bench_$mode.log" 2>&1
     echo -e "\nbench_gpu.sh ($mode) exit $?" >>"$SUM"
