@@ -12,11 +12,13 @@ source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
 make_corpus
 # Slurm sends SIGUSR1 once the time left is under the asked 30 s + 30 s, at its next check
-# (every 30 s): 60-90 s into each attempt of a 2-minute job. The time-limited job sleeps 30 ms
-# after each step (LOOM_TEST_STEP_SLEEP_MS, a test hook), so its 2400 steps take over 72 s
+# (every 30 s): 60-90 s into each attempt of a 2-minute job. The time-limited job sleeps 200 ms
+# after each step (LOOM_TEST_STEP_SLEEP_MS, a test hook), so its 600 steps take over 120 s
 # however fast the machine: it always outlasts the first signal (the numbers do not change),
-# and a second attempt usually finishes them.
-steps="${LOOM_SLURM_TEST_STEPS:-2400}"
+# and a second or third attempt finishes them. Every rank sleeps at the same point of each step,
+# so the job leaves the cores idle most of the time (CI builds the sanitizer suite beside it;
+# 2400 steps with 30 ms sleeps used to take that build's CPU for about 4 minutes).
+steps="${LOOM_SLURM_TEST_STEPS:-600}"
 common=(-N2 --ntasks-per-node=4 scripts/slurm/loom.sbatch configs/tiny.yaml
   --set data.train="[$work/corpus]" --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2
   --set train.global_batch_size=8 --set train.steps="$steps" --set checkpoint.keep_last=1)
@@ -43,7 +45,7 @@ split=$(echo "$map" | awk '{h[$4 "," $5] = h[$4 "," $5] " " $2} END {for (k in h
 [ -z "$split" ] || fail "a tp group spans hosts: $split"
 echo "ok: 8 ranks on 2 hosts, 4 per node, tp innermost, no cross-host tp warning"
 
-timed=$(export LOOM_TEST_STEP_SLEEP_MS="${LOOM_TEST_STEP_SLEEP_MS:-30}"
+timed=$(export LOOM_TEST_STEP_SLEEP_MS="${LOOM_TEST_STEP_SLEEP_MS:-200}"
   submit --output="$work/timed-%j.out" --time=2 --signal=B:USR1@30 "${common[@]}" \
   --set run.dir="$work/timed_run" --set checkpoint.dir="$work/timed_ck")
 echo "submitted: the same with --time=2, job $timed"
