@@ -64,6 +64,35 @@ submit() {
   (cd "$src" && sbatch --parsable "$@") || fail "sbatch $*"
 }
 
+# True when the job log $1 shows Open MPI 4.1's start-up crash on this one-machine cluster
+# (docs/slurm.md): a task reported by Open MPI's own signal handler, which is only in place
+# inside MPI_Init, and no crash report of loom's ("[loom rN ...] fatal: SIG...", installed
+# right after MPI_Init).
+mpi_init_crash() {
+  grep -q '\*\*\* Process received signal \*\*\*' "$1" && ! grep -q '\] fatal: SIG' "$1"
+}
+
+# run_job NAME LIMIT SBATCH_ARGS...: submits a job whose log is $work/NAME-ID.out, run folder
+# $work/NAME_run and checkpoints $work/NAME_ck, waits at most LIMIT seconds; prints "ID STATE".
+# A job lost to Open MPI's start-up crash is submitted again once, from empty folders, with a
+# line saying so: that crash is not loom's, and it comes about once in 50 to 100 launches here.
+run_job() {
+  local name=$1 limit=$2 try id state
+  shift 2
+  for try in 1 2; do
+    rm -rf "$work/${name}_run" "$work/${name}_ck"
+    id=$(submit --output="$work/$name-%j.out" "$@" --set run.dir="$work/${name}_run" \
+      --set checkpoint.dir="$work/${name}_ck")
+    state=$(wait_job "$id" "$limit")
+    if [ "$try" = 2 ] || [ "$state" != FAILED ] || ! mpi_init_crash "$work/$name-$id.out"; then
+      break
+    fi
+    echo "job $id ($name) lost to Open MPI's start-up crash (docs/slurm.md); submitting it again:" >&2
+    job_story "$work/$name-$id.out" | grep -m4 -E 'Process received signal|srun: error' >&2
+  done
+  echo "$id $state"
+}
+
 # "step loss lr grad_norm tokens" per metrics line, the fields that must repeat exactly.
 losses() {
   python3 -c '

@@ -6,9 +6,8 @@ set -uo pipefail
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "$0")/lib.sh"
 slurm_setup "$@"
-id=$(submit --output="$work/bad-%j.out" -N2 --ntasks-per-node=2 scripts/slurm/loom.sbatch \
-  configs/tiny.yaml --set train.no_such_key=1 --set run.dir="$work/run")
-state=$(wait_job "$id" 120)
+read -r id state < <(run_job bad 120 -N2 --ntasks-per-node=2 scripts/slurm/loom.sbatch \
+  configs/tiny.yaml --set train.no_such_key=1)
 out="$work/bad-$id.out"
 cat "$out"
 [ "$state" = FAILED ] || fail "job $id ended $state, not FAILED"

@@ -22,11 +22,9 @@ steps="${LOOM_SLURM_TEST_STEPS:-600}"
 common=(-N2 --ntasks-per-node=4 scripts/slurm/loom.sbatch configs/tiny.yaml
   --set data.train="[$work/corpus]" --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2
   --set train.global_batch_size=8 --set train.steps="$steps" --set checkpoint.keep_last=1)
-ref=$(submit --output="$work/ref-%j.out" "${common[@]}" --set run.dir="$work/ref_run" \
-  --set checkpoint.dir="$work/ref_ck")
-echo "submitted: uninterrupted job $ref ($steps steps)"
+echo "uninterrupted job ($steps steps)"
 t0=$SECONDS
-s_ref=$(wait_job "$ref" 400)
+read -r ref s_ref < <(run_job ref 300 "${common[@]}")
 [ "$s_ref" = COMPLETED ] || fail "job $ref ended $s_ref:"$'\n'"$(job_story "$work/ref-$ref.out")"
 echo "uninterrupted job: COMPLETED after $((SECONDS - t0)) s"
 out="$work/ref-$ref.out"
@@ -45,12 +43,10 @@ split=$(echo "$map" | awk '{h[$4 "," $5] = h[$4 "," $5] " " $2} END {for (k in h
 [ -z "$split" ] || fail "a tp group spans hosts: $split"
 echo "ok: 8 ranks on 2 hosts, 4 per node, tp innermost, no cross-host tp warning"
 
-timed=$(export LOOM_TEST_STEP_SLEEP_MS="${LOOM_TEST_STEP_SLEEP_MS:-200}"
-  submit --output="$work/timed-%j.out" --time=2 --signal=B:USR1@30 "${common[@]}" \
-  --set run.dir="$work/timed_run" --set checkpoint.dir="$work/timed_ck")
-echo "submitted: the same with --time=2, job $timed"
+echo "the same with --time=2"
 t1=$SECONDS
-s_timed=$(wait_job "$timed" 600)
+read -r timed s_timed < <(export LOOM_TEST_STEP_SLEEP_MS="${LOOM_TEST_STEP_SLEEP_MS:-200}"
+  run_job timed 450 --time=2 --signal=B:USR1@30 "${common[@]}")
 out="$work/timed-$timed.out"
 [ "$s_timed" = COMPLETED ] || fail "job $timed ended $s_timed:"$'\n'"$(job_story "$out")"
 restarts=$(job_field "$timed" Restarts)
