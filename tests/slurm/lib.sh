@@ -75,7 +75,7 @@ mpi_init_crash() {
 # run_job NAME LIMIT SBATCH_ARGS...: submits a job whose log is $work/NAME-ID.out, run folder
 # $work/NAME_run and checkpoints $work/NAME_ck, waits at most LIMIT seconds; prints "ID STATE".
 # A job lost to Open MPI's start-up crash is submitted again once, from empty folders, with a
-# line saying so: that crash is not loom's, and it comes about once in 50 to 100 launches here.
+# line saying so: that crash is not loom's (3 in 235 launches of a 10-line MPI program here).
 run_job() {
   local name=$1 limit=$2 try id state
   shift 2
