@@ -93,6 +93,33 @@ run_job() {
   echo "$id $state"
 }
 
+# launch LOG LIMIT [DIR...] -- CMD...: runs CMD (salloc, srun or a script that calls srun) under
+# `timeout LIMIT` with its output in LOG and returns its status. A launch lost to Open MPI's
+# start-up crash (whatever its status: elastic.sh restarts after it) runs once more, with a line
+# saying so, after the DIRs (the run's output folders) are removed; the lost log is kept as
+# LOG.lost. A second loss is returned as it is.
+launch() {
+  local log=$1 limit=$2 try rc dirs=()
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    dirs+=("$1")
+    shift
+  done
+  [ "${1:-}" = -- ] || fail "launch: no -- before the command"
+  shift
+  for try in 1 2; do
+    timeout "$limit" "$@" > "$log" 2>&1
+    rc=$?
+    if [ "$try" = 2 ] || ! mpi_init_crash "$log"; then
+      return $rc
+    fi
+    echo "launch lost to Open MPI's start-up crash (docs/slurm.md), status $rc; running it again:" >&2
+    grep -m4 -E 'Process received signal|srun: error' "$log" >&2
+    mv "$log" "$log.lost"
+    [ ${#dirs[@]} = 0 ] || rm -rf "${dirs[@]}"
+  done
+}
+
 # "step loss lr grad_norm tokens" per metrics line, the fields that must repeat exactly.
 losses() {
   python3 -c '

@@ -32,10 +32,10 @@ inter_node: {bandwidth_gbps: 10, latency_us: 50}
 YAML
 alloc=(salloc -N2 --ntasks-per-node=2 --time=5)
 
-timeout 300 "${alloc[@]}" srun --mpi=pmix --distribution=block:block "$loom" train cfg.yaml \
-  --set run.dir=ref_run --set checkpoint.dir=ref_ckpt > ref.log 2>&1 || fail "reference: $(tail -5 ref.log)"
-LOOM_FAULT_KILL_RANK=3:5 timeout 400 "${alloc[@]}" "$src/scripts/elastic.sh" --loom "$loom" \
-  --cluster cluster.yaml --max-restarts 1 cfg.yaml > elastic.log 2>&1 ||
+launch ref.log 300 ref_run ref_ckpt -- "${alloc[@]}" srun --mpi=pmix --distribution=block:block \
+  --wait=60 "$loom" train cfg.yaml --set run.dir=ref_run --set checkpoint.dir=ref_ckpt || fail "reference: $(tail -5 ref.log)"
+LOOM_FAULT_KILL_RANK=3:5 launch elastic.log 400 run ckpt -- "${alloc[@]}" "$src/scripts/elastic.sh" \
+  --loom "$loom" --cluster cluster.yaml --max-restarts 1 cfg.yaml ||
   fail "elastic.sh in salloc: $(grep -E 'elastic.sh|error' elastic.log | tail -5)"
 grep -q "attempt 0: 4 ranks on n1 n2" elastic.log || fail "attempt 0 not on n1 n2: $(grep elastic.sh elastic.log)"
 grep -q "attempt 0 failed: task 3 on host n2: Killed" elastic.log ||
@@ -55,7 +55,7 @@ loss_of() { grep "^{\"step\":$2," "$1" | tail -1 | grep -o '"loss":[0-9.e+-]*' |
 worst=0
 for s in 1 2 3 4 5 6 7 8; do
   r=$(loss_of ref_run/metrics.jsonl "$s") e=$(loss_of run/metrics.jsonl "$s")
-  [ -n "$r" ] && [ -n "$e" ] || fail "step $s missing (ref '$r', elastic '$e')"
+  if [ -z "$r" ] || [ -z "$e" ]; then fail "step $s missing (ref '$r', elastic '$e')"; fi
   if [ "$s" -le 4 ]; then
     [ "$r" = "$e" ] || fail "step $s before the fault: $e != $r"
   else
@@ -64,3 +64,32 @@ for s in 1 2 3 4 5 6 7 8; do
 done
 awk -v w="$worst" 'BEGIN { exit !(w <= 1e-3) }' || fail "steps 5..8: relative loss difference $worst > 1e-3"
 echo "ok: steps 1..4 bitwise, steps 5..8 within $worst relative (bound 1e-3)"
+
+# A stop (SIGUSR1 to the script, as a scheduler's warning signal) under srun with
+# --kill-on-bad-exit: every task saves and exits 75; the script passes 75 on and does not restart.
+# Each step sleeps 300 ms (test hook), so the signal lands while steps still remain.
+sed 's/steps: 8,/steps: 200,/' cfg.yaml > stop.yaml
+grep -q 'steps: 200,' stop.yaml || fail "stop.yaml: no steps: 200"
+LOOM_TEST_STEP_SLEEP_MS=300 launch stop.log 300 stop_run stop_ckpt -- "${alloc[@]}" \
+  "$src/scripts/elastic.sh" --loom "$loom" --cluster cluster.yaml --max-restarts 1 stop.yaml \
+  --set run.dir=stop_run --set checkpoint.dir=stop_ckpt &
+pid=$!
+for _ in $(seq 150); do  # the script's process once loom has logged step 3 (at most 60 s)
+  grep -q '"step":3,' stop_run/metrics.jsonl 2> /dev/null && break
+  sleep 0.4
+done
+grep -q '"step":3,' stop_run/metrics.jsonl 2> /dev/null || fail "stop run: no step 3 in 60 s: $(tail -3 stop.log)"
+# The script's own shell only, not timeout or salloc, whose command lines also name it.
+pkill -USR1 -f "^[^ ]*bash [^ ]*/elastic\.sh --loom .* stop\.yaml" ||
+  fail "no elastic.sh process to signal"
+wait "$pid"
+rc=$?
+[ "$rc" = 75 ] || fail "stop: status $rc, not 75: $(grep -E 'elastic.sh|srun: error' stop.log | tail -4)"
+grep -q "attempt 0 stopped early on a signal (SIGUSR1) after saving a checkpoint (exit 75); not restarted" stop.log ||
+  fail "no 'stopped early' line: $(grep elastic.sh stop.log | tail -2)"
+grep -q "attempt 1" stop.log && fail "restarted after a stop: $(grep elastic.sh stop.log)"
+last=$(grep -o '"step":[0-9]*,' stop_run/metrics.jsonl | tail -1 | tr -dc 0-9)
+saved=$(cat stop_ckpt/latest)
+[ "$saved" = "$(printf 'step_%07d' "$last")" ] || fail "stop: latest is $saved, last step $last"
+[ "$last" -lt 200 ] || fail "stop: ran to the end (step $last)"
+echo "ok: SIGUSR1 under srun: status 75 at step $last, checkpoint $saved, no restart"
