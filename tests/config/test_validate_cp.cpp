@@ -9,6 +9,7 @@ namespace {
 
 using loom::Config;
 using loom::test::base;
+using loom::test::expect_one;
 using loom::test::reports;
 
 // seq_len 32 over cp 2 (4 chunks of 8): valid on 2 ranks.
@@ -16,11 +17,6 @@ Config context_parallel() {
   Config c = base();
   c.parallel.cp = 2;
   return c;
-}
-
-void expect_one(const Config& c, int world, const std::vector<std::string>& pieces) {
-  EXPECT_TRUE(reports(c, world, pieces));
-  EXPECT_EQ(loom::validate(c, world).size(), 1u);
 }
 
 TEST(ConfigValidateCp, ContextParallelIsValid) {

@@ -10,6 +10,7 @@ namespace {
 
 using loom::Config;
 using loom::test::base;
+using loom::test::expect_one;
 using loom::test::reports;
 
 Config moe() {
@@ -17,11 +18,6 @@ Config moe() {
   c.model.moe.num_experts = 8;
   c.model.moe.top_k = 2;
   return c;
-}
-
-void expect_one(const Config& c, int world, const std::vector<std::string>& pieces) {
-  EXPECT_TRUE(reports(c, world, pieces));
-  EXPECT_EQ(loom::validate(c, world).size(), 1u);
 }
 
 // validate()'s lines but the one a build without CUDA adds for device: cuda.

@@ -9,6 +9,7 @@ namespace {
 
 using loom::Config;
 using loom::test::base;
+using loom::test::expect_one;
 using loom::test::reports;
 
 // Two stages of two chunks over 4 layers, 8 micro-batches: valid on 2 ranks.
@@ -17,12 +18,6 @@ Config interleaved() {
   c.parallel.pp = 2;
   c.parallel.virtual_stages = 2;
   return c;
-}
-
-// Exactly one problem, in one line holding every piece.
-void expect_one(const Config& c, int world, const std::vector<std::string>& pieces) {
-  EXPECT_TRUE(reports(c, world, pieces));
-  EXPECT_EQ(loom::validate(c, world).size(), 1u);
 }
 
 TEST(ConfigValidateVpp, InterleavedIsValid) {

@@ -41,4 +41,10 @@ inline ::testing::AssertionResult reports(const loom::Config& c, int world,
   return r;
 }
 
+// Exactly one line of validate(), and it contains every piece.
+inline void expect_one(const loom::Config& c, int world, const std::vector<std::string>& pieces) {
+  EXPECT_TRUE(reports(c, world, pieces));
+  EXPECT_EQ(loom::validate(c, world).size(), 1u);
+}
+
 }  // namespace loom::test

@@ -9,7 +9,7 @@
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
-namespace {
+namespace attention {
 
 class CudaAttention : public CudaTest {};
 
@@ -111,5 +111,5 @@ TEST_F(CudaAttention, RejectsUnsupportedHeadSize) {
                std::exception);
 }
 
-}  // namespace
+}  // namespace attention
 }  // namespace loom::cudatest

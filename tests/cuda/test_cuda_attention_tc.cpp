@@ -12,7 +12,7 @@
 #endif
 
 namespace loom::cudatest {
-namespace {
+namespace attention_tc {
 
 struct Shape {
   int B, T, NH, HS;
@@ -226,5 +226,5 @@ TEST(CudaAttentionTcPath, TakenForBf16AndFp16WithHeadSize64And128Only) {
 #endif
 }
 
-}  // namespace
+}  // namespace attention_tc
 }  // namespace loom::cudatest

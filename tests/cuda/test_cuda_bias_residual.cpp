@@ -7,7 +7,7 @@
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
-namespace {
+namespace bias_residual {
 
 class CudaBiasResidual : public CudaTest {};
 
@@ -98,5 +98,5 @@ TEST_F(CudaBiasResidual, F16OverflowBecomesInf) {
   }
 }
 
-}  // namespace
+}  // namespace bias_residual
 }  // namespace loom::cudatest

@@ -7,7 +7,7 @@
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
-namespace {
+namespace embedding {
 
 class CudaEmbedding : public CudaTest {};
 
@@ -58,8 +58,8 @@ TEST_F(CudaEmbedding, Fp32MatchesCpuBitwise) {
     EXPECT_REL_LE(dDwte.download(), dwte, kTolF32, "dwte " + what);
     // Without dwpe only dwte changes.
     DevBuf<float> dDwte2(dwte0);
-    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart,
-                             kVl, nullptr, test_scratch());
+    cuda::embedding_backward(dDwte2.get(), nullptr, dDout.get(), dTok.get(), B, T, C, kVstart, kVl,
+                             nullptr, test_scratch());
     EXPECT_TRUE(bitwise_equal(dDwte2.download(), dwte)) << "dwte without dwpe " << what;
   }
 }
@@ -105,5 +105,5 @@ TYPED_TEST(CudaEmbeddingLowp, MatchesCpuOnRoundedInputs) {
   }
 }
 
-}  // namespace
+}  // namespace embedding
 }  // namespace loom::cudatest

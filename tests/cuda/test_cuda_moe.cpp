@@ -7,7 +7,7 @@
 #include "tests/cuda/cuda_test_util.h"
 
 namespace loom::cudatest {
-namespace {
+namespace moe {
 
 using cpu::MoeDims;
 
@@ -179,5 +179,5 @@ TYPED_TEST(CudaMoeRows, MatchCpu) {
   }
 }
 
-}  // namespace
+}  // namespace moe
 }  // namespace loom::cudatest

@@ -14,7 +14,7 @@
 #endif
 
 namespace loom::cudatest {
-namespace {
+namespace reductions {
 
 class CudaReductions : public CudaTest {};
 
@@ -166,5 +166,5 @@ TEST_F(CudaReductions, ModelBoundCatchesAMissingRow) {
     EXPECT_GT(std::fabs((double)got[c] - want[c]), 2.0 * (N + 3) * u * mag[c]) << c;
 }
 
-}  // namespace
+}  // namespace reductions
 }  // namespace loom::cudatest

@@ -36,8 +36,6 @@ Config tiny(const char* device, const char* dtype) {
   return c;
 }
 
-test::RunResult run(const Config& c) { return test::run_layout(c, MPI_COMM_SELF); }
-
 using test::max_rel;
 
 // fp32 on cuda (no TF32) differs from the cpu backend only in summation order and FMA
@@ -45,7 +43,8 @@ using test::max_rel;
 // tests (tests/support/tolerance.h) for step 1's loss and gradient, later losses and weights.
 TEST(CudaTrain, Fp32StepsEqualCpu) {
   SKIP_WITHOUT_GPU();
-  test::RunResult cpu = run(tiny("cpu", "fp32")), gpu = run(tiny("cuda", "fp32"));
+  test::RunResult cpu = test::run_alone(tiny("cpu", "fp32")),
+                  gpu = test::run_alone(tiny("cuda", "fp32"));
   test::expect_reorder_equal(gpu, cpu, 32, "cuda fp32 vs cpu");
 }
 
@@ -53,11 +52,11 @@ TEST(CudaTrain, Fp32StepsEqualCpu) {
 // precision of the activations (bf16: 8 significant bits -> 2e-2; fp16: 11 bits -> 5e-3).
 TEST(CudaTrain, LowPrecisionTracksFp32) {
   SKIP_WITHOUT_GPU();
-  test::RunResult cpu = run(tiny("cpu", "fp32"));
-  test::RunResult bf = run(tiny("cuda", "bf16"));
+  test::RunResult cpu = test::run_alone(tiny("cpu", "fp32"));
+  test::RunResult bf = test::run_alone(tiny("cuda", "bf16"));
   EXPECT_LT(max_rel(bf.losses, cpu.losses), 2e-2);
   Config h = tiny("cuda", "fp16");  // dynamic loss scaling (auto); 2^16 does not overflow here
-  test::RunResult f16 = run(h);
+  test::RunResult f16 = test::run_alone(h);
   EXPECT_LT(max_rel(f16.losses, cpu.losses), 5e-3);
 }
 
@@ -67,11 +66,11 @@ TEST(CudaTrain, LowPrecisionTracksFp32) {
 TEST(CudaTrain, RecomputeEqualsNone) {
   SKIP_WITHOUT_GPU();
   Config none = tiny("cuda", "bf16");
-  test::RunResult ref = run(none);
+  test::RunResult ref = test::run_alone(none);
   for (const char* mode : {"selective", "full"}) {
     Config c = none;
     c.train.recompute = mode;
-    test::RunResult r = run(c);
+    test::RunResult r = test::run_alone(c);
     EXPECT_EQ(r.losses, ref.losses) << mode;
     for (const auto& [name, t] : ref.weights)
       EXPECT_TRUE(r.weights.at(name).data == t.data) << mode << ": " << name;
@@ -87,11 +86,11 @@ TEST(CudaTrain, GraphStepsEqualPlainSteps) {
     plain.train.global_batch_size = 4;  // two micro-batches: the feed holds both
     Config graph = plain;
     graph.train.cuda_graph = true;
-    test::RunResult a = run(plain);
+    test::RunResult a = test::run_alone(plain);
 #ifdef LOOM_CUDA_EMULATE
     const uint64_t launches = loom_emu::stats().graph_launches;
 #endif
-    test::RunResult b = run(graph);
+    test::RunResult b = test::run_alone(graph);
 #ifdef LOOM_CUDA_EMULATE
     // Step 1 runs plainly; step 2 is captured, then it and steps 3-5 replay the graph.
     EXPECT_EQ(loom_emu::stats().graph_launches - launches, uint64_t(plain.train.steps - 1));

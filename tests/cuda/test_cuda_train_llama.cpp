@@ -29,15 +29,14 @@ Config llama(const char* device, const char* dtype, int head_size) {
   return c;
 }
 
-test::RunResult run(const Config& c) { return test::run_layout(c, MPI_COMM_SELF); }
-
 using test::max_rel;
 
 // fp32: summation order and FMA contraction only, the reorder class (tests/support/tolerance.h).
 TEST(CudaTrainLlama, Fp32StepsEqualCpu) {
   if (!cuda::cuda_available()) GTEST_SKIP() << cuda::cuda_unavailable_reason();
   for (int hs : {16, 64}) {
-    test::RunResult cpu = run(llama("cpu", "fp32", hs)), gpu = run(llama("cuda", "fp32", hs));
+    test::RunResult cpu = test::run_alone(llama("cpu", "fp32", hs)),
+                    gpu = test::run_alone(llama("cuda", "fp32", hs));
     test::expect_reorder_equal(gpu, cpu, 2 * hs,
                                "llama cuda fp32 vs cpu, head size " + std::to_string(hs));
   }
@@ -47,9 +46,9 @@ TEST(CudaTrainLlama, Fp32StepsEqualCpu) {
 // precision of the activations (bf16: 8 significant bits -> 2e-2; fp16: 11 bits -> 5e-3).
 TEST(CudaTrainLlama, LowPrecisionTracksFp32) {
   if (!cuda::cuda_available()) GTEST_SKIP() << cuda::cuda_unavailable_reason();
-  test::RunResult cpu = run(llama("cpu", "fp32", 64));
-  EXPECT_LT(max_rel(run(llama("cuda", "bf16", 64)).losses, cpu.losses), 2e-2);
-  EXPECT_LT(max_rel(run(llama("cuda", "fp16", 64)).losses, cpu.losses), 5e-3);
+  test::RunResult cpu = test::run_alone(llama("cpu", "fp32", 64));
+  EXPECT_LT(max_rel(test::run_alone(llama("cuda", "bf16", 64)).losses, cpu.losses), 2e-2);
+  EXPECT_LT(max_rel(test::run_alone(llama("cuda", "fp16", 64)).losses, cpu.losses), 5e-3);
 }
 
 // The captured step replays the same kernels on the same memory: bitwise the plain run.
@@ -58,7 +57,7 @@ TEST(CudaTrainLlama, GraphStepsEqualPlainSteps) {
   Config plain = llama("cuda", "bf16", 64);
   Config graph = plain;
   graph.train.cuda_graph = true;
-  test::RunResult a = run(plain), b = run(graph);
+  test::RunResult a = test::run_alone(plain), b = test::run_alone(graph);
   EXPECT_EQ(a.losses, b.losses);
   for (const auto& [name, t] : a.weights) EXPECT_TRUE(b.weights.at(name).data == t.data) << name;
 }

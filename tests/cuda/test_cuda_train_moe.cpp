@@ -34,8 +34,6 @@ Config moe(const char* device, bool llama, double capacity) {
   return c;
 }
 
-test::RunResult run(const Config& c) { return test::run_layout(c, MPI_COMM_SELF); }
-
 // fp32 on cuda: the routing makes the same choices and plans (the kernels' tests check the
 // integers exactly), the rest differs only in summation order and FMA contraction: the reorder
 // tolerance class of the layout tests (tests/support/tolerance.h), as for the dense model.
@@ -46,7 +44,8 @@ TEST(CudaTrainMoe, Fp32StepsEqualCpu) {
       const std::string what = std::string(llama ? "llama" : "gpt2") + " moe " +
                                (capacity > 0 ? "capacity" : "dropless") + " cuda fp32 vs cpu";
       const Config cpu = moe("cpu", llama, capacity), gpu = moe("cuda", llama, capacity);
-      test::expect_reorder_equal(run(gpu), run(cpu), cpu.model.d_model, what);
+      test::expect_reorder_equal(test::run_alone(gpu), test::run_alone(cpu), cpu.model.d_model,
+                                 what);
     }
 }
 

@@ -7,7 +7,7 @@
 
 using namespace loom::ktest;
 
-namespace {
+namespace attention_gqa_test {
 
 // The multi-head qkv (B, T, 3 NH D) whose kv head h is kv head h / (NH / NKV) of the grouped one.
 std::vector<float> repeat_kv(const std::vector<float>& x, int B, int T, int NH, int NKV, int D) {
@@ -56,8 +56,6 @@ void ref_gqa(std::vector<double>& out, const std::vector<double>& x, int B, int 
 struct Shape {
   int B, T, NH, NKV, D;
 };
-
-}  // namespace
 
 // Forward and dQ: the same BLAS calls on the same values (strides differ only), so the same bits.
 // dK, dV: each query head's sum over tiles is the multi-head one; the grouped kernel adds them in
@@ -118,3 +116,5 @@ TEST(KernelAttentionGqa, BackwardMatchesFiniteDifferences) {
     expect_close(dx, fd_grad(xd, L), kGradRtol, kGradAtol, "gqa dqkv");
   }
 }
+
+}  // namespace attention_gqa_test

@@ -1,13 +1,12 @@
 // cross-entropy cpu twin: padded vocab vs double reference/differences; vocab shards vs unsharded.
-#include "kernels/cross_entropy.h"
-
 #include <limits>
 
 #include "kernel_test_util.h"
+#include "kernels/cross_entropy.h"
 
 using namespace loom::ktest;
 
-namespace {
+namespace cross_entropy_test {
 
 // losses (N) over global ids [0, V) of logits (N, Vp), in double.
 std::vector<double> ref_ce(const std::vector<double>& logits, const std::vector<int32_t>& tgt,
@@ -34,8 +33,6 @@ std::vector<float> ce_logits(int N, int Vp, int V, uint32_t seed) {
 
 constexpr int N = 6, V = 13, VL = 16;
 const std::vector<int32_t> kTargets = {0, 4, 5, 9, 10, 12};  // every shard of width 5, both ends
-
-}  // namespace
 
 TEST(KernelCrossEntropy, PaddedVocabLossAndGradient) {
   auto logits = ce_logits(N, VL, V, 1);
@@ -73,8 +70,8 @@ TEST(KernelCrossEntropy, VocabShardsCombineToUnshardedResult) {
   loom::cpu::ce_row_max(maxv.data(), logits.data(), N, VP, 0, V);
   loom::cpu::ce_row_sums(sums.data(), logits.data(), maxv.data(), kTargets.data(), N, VP, 0, V);
   loom::cpu::ce_loss(loss.data(), maxv.data(), sums.data(), N);
-  loom::cpu::ce_backward_inplace(dl.data(), maxv.data(), sums.data(), kTargets.data(), dloss, N,
-                                 VP, 0, V);
+  loom::cpu::ce_backward_inplace(dl.data(), maxv.data(), sums.data(), kTargets.data(), dloss, N, VP,
+                                 0, V);
   // Sharded: the test plays the all-reduces (MAX, then SUM) between the passes.
   std::vector<std::vector<float>> shard(S, std::vector<float>((size_t)N * W));
   for (int s = 0; s < S; s++)
@@ -117,3 +114,5 @@ TEST(KernelCrossEntropy, VocabShardsCombineToUnshardedResult) {
   expect_close(sloss, ref_ce(to_double(logits), kTargets, N, VP, V), kFwdRtol, kFwdAtol,
                "sharded loss vs reference");
 }
+
+}  // namespace cross_entropy_test

@@ -1,15 +1,14 @@
 // layernorm cpu twin: forward vs double reference, backward vs central differences, semantics.
-#include "kernels/layernorm.h"
-
 #include <omp.h>
 
 #include <limits>
 
 #include "kernel_test_util.h"
+#include "kernels/layernorm.h"
 
 using namespace loom::ktest;
 
-namespace {
+namespace layernorm_test {
 
 void ref_layernorm(std::vector<double>& out, std::vector<double>* mean, std::vector<double>* rstd,
                    const std::vector<double>& x, const std::vector<double>& w,
@@ -41,8 +40,6 @@ std::vector<float> ln_input(int N, int C, uint32_t seed) {
 
 constexpr int N = 5, C = 12;
 
-}  // namespace
-
 TEST(KernelLayernorm, ForwardMatchesReference) {
   auto x = ln_input(N, C, 1), w = randu(C, 2, 0.5f, 1.5f), b = randu(C, 3);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -67,7 +64,10 @@ TEST(KernelLayernorm, BackwardMatchesFiniteDifferences) {
                                 mean.data(), rstd.data(), N, C);
   auto xd = to_double(x), wd = to_double(w), bd = to_double(b), Rd = to_double(R);
   std::vector<double> o;
-  auto L = [&]() { ref_layernorm(o, nullptr, nullptr, xd, wd, bd, N, C); return dot(o, Rd); };
+  auto L = [&]() {
+    ref_layernorm(o, nullptr, nullptr, xd, wd, bd, N, C);
+    return dot(o, Rd);
+  };
   expect_close(dx, fd_grad(xd, L), kGradRtol, kGradAtol, "dinp");
   expect_close(dw, fd_grad(wd, L), kGradRtol, kGradAtol, "dw");
   expect_close(db, fd_grad(bd, L), kGradRtol, kGradAtol, "db");
@@ -119,3 +119,5 @@ TEST(KernelLayernorm, BackwardBitwiseSameFor1And2Threads) {
   EXPECT_TRUE(bitwise_equal(res[0][1], res[1][1])) << "dw differs between 1 and 2 threads";
   EXPECT_TRUE(bitwise_equal(res[0][2], res[1][2])) << "db differs between 1 and 2 threads";
 }
+
+}  // namespace layernorm_test

@@ -7,7 +7,7 @@
 
 using namespace loom::ktest;
 
-namespace {
+namespace matmul_test {
 
 // out (N, OC) = inp (N, IC) @ w (IC, OC) + bias (OC), in double.
 void ref_linear(std::vector<double>& out, const std::vector<double>& inp,
@@ -23,8 +23,6 @@ void ref_linear(std::vector<double>& out, const std::vector<double>& inp,
 }
 
 constexpr int N = 6, IC = 5, OC = 7;
-
-}  // namespace
 
 // M = 1 takes the matrix-vector path (one decode row).
 TEST(KernelMatmul, GemmAllTransposesAndLeadingDims) {
@@ -115,6 +113,8 @@ TEST(KernelMatmul, BackwardAccumulatesDwDbiasOverwritesDinp) {
                              OC);
   EXPECT_TRUE(bitwise_equal(dw2, dw0));
 }
+
+}  // namespace matmul_test
 
 namespace loom {
 namespace {

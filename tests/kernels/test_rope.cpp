@@ -4,7 +4,7 @@
 
 using namespace loom::ktest;
 
-namespace {
+namespace rope_test {
 
 constexpr float kTheta = 10000.0f;
 
@@ -28,8 +28,6 @@ struct Shape {
   int B, T, NH, NKV, D;
 };
 const Shape kShapes[] = {{2, 5, 4, 2, 8}, {1, 7, 3, 1, 6}, {2, 3, 2, 2, 4}};
-
-}  // namespace
 
 // Each table entry is the double cos/sin rounded once to fp32: within u = 2^-24 relative of the
 // double value, plus 1e-7 absolute near zero crossings.
@@ -85,3 +83,5 @@ TEST(KernelRope, BackwardMatchesFiniteDifferences) {
     expect_close(g, fd_grad(xd, L), kGradRtol, kGradAtol, "rope dqkv");
   }
 }
+
+}  // namespace rope_test

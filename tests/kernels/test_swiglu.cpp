@@ -6,7 +6,7 @@
 
 using namespace loom::ktest;
 
-namespace {
+namespace swiglu_test {
 
 // out (N, F) = silu(gate) * up, gu (N, 2F) = [gate | up] per row, in double.
 void ref_swiglu(std::vector<double>& out, const std::vector<double>& gu, int N, int F) {
@@ -19,8 +19,6 @@ void ref_swiglu(std::vector<double>& out, const std::vector<double>& gu, int N, 
 }
 
 constexpr int N = 4, F = 7;
-
-}  // namespace
 
 // exp_clamped is within 2 ulp of exp; each output is a handful of fp32 operations (< 8 u total
 // relative, u = 2^-24), inside kFwdRtol = 1e-5 with a wide margin.
@@ -59,3 +57,5 @@ TEST(KernelSwiglu, SaturatedGatesStayFinite) {
   EXPECT_FLOAT_EQ(dgu[1], 3.0f);    // d gate at g = 100: up * silu'(100) = 3 * 1
   EXPECT_FLOAT_EQ(dgu[3], 100.0f);  // d up = silu(100)
 }
+
+}  // namespace swiglu_test

@@ -30,8 +30,8 @@ class LlamaReference : public ::testing::Test {
 // no longer than GPT-2's (C = 32, F = 40, D = 8, V = 97 padded to 128). RoPE adds one source:
 // an fp32 angle t * theta^(-2i/D) (t <= 7) is off by a few u of at most 7 rad, about 1e-6 rad,
 // which rotates q and k by about 1e-6 of their size: within both classes.
-constexpr double kForwardTol = test::kRefForward;
-constexpr double kGradTol = test::kRefGrad;
+constexpr double kLlamaForwardTol = test::kRefForward;
+constexpr double kLlamaGradTol = test::kRefGrad;
 
 TEST_F(LlamaReference, LogitsAndLossMatchPyTorch) {
   const std::string fx = test::source_path(test::kLlamaFixture);
@@ -41,12 +41,12 @@ TEST_F(LlamaReference, LogitsAndLossMatchPyTorch) {
   ASSERT_EQ(trainer_->layout().vocab_local() % 128, 0);
   const double err = test::rel_error(got.data(), ref);
   std::printf("logits: norm-wise rel err %.2e\n", err);
-  EXPECT_LT(err, kForwardTol);
+  EXPECT_LT(err, kLlamaForwardTol);
   const int N = trainer_->stage().tokens_per_micro_batch();
   const double loss = trainer_->stage().loss_sum() / N;
   const double ref_loss = test::read_h5(fx, "loss")[0];
   std::printf("loss: rel err %.2e\n", std::fabs(loss - ref_loss) / ref_loss);
-  EXPECT_NEAR(loss, ref_loss, kForwardTol * std::fabs(ref_loss));
+  EXPECT_NEAR(loss, ref_loss, kLlamaForwardTol * std::fabs(ref_loss));
 }
 
 TEST_F(LlamaReference, EveryGradientMatchesPyTorch) {
@@ -67,7 +67,7 @@ TEST_F(LlamaReference, EveryGradientMatchesPyTorch) {
     // Padding rows of the vocab (wte, lm_head beyond V) are not in the reference: zero.
     const float* g = st.grads() + p.offset;
     const double err = test::rel_error(g, ref);
-    EXPECT_LT(err, kGradTol) << p.name;
+    EXPECT_LT(err, kLlamaGradTol) << p.name;
     if (!(err <= worst)) worst = err, worst_name = p.name;
     for (size_t i = ref.size(); i < p.numel(); ++i) ASSERT_EQ(g[i], 0.0f) << p.name << " pad " << i;
     ++checked;
@@ -86,8 +86,8 @@ TEST_F(LlamaReference, ThreeClippedAdamWStepsMatchPyTorch) {
     const double rl = ref_losses[size_t(s - 1)], rn = ref_norms[size_t(s - 1)];
     std::printf("step %d: loss rel err %.2e, grad norm rel err %.2e\n", s,
                 std::fabs(st.loss - rl) / rl, std::fabs(st.grad_norm - rn) / rn);
-    EXPECT_NEAR(st.loss, rl, kForwardTol * rl) << "step " << s;
-    EXPECT_NEAR(st.grad_norm, rn, kGradTol * rn) << "step " << s;
+    EXPECT_NEAR(st.loss, rl, kLlamaForwardTol * rl) << "step " << s;
+    EXPECT_NEAR(st.grad_norm, rn, kLlamaGradTol * rn) << "step " << s;
   }
   // Every weight after 3 steps, max |w - w_ref| in units of the summed learning rates
   // (test::kRefWeightSteps, tolerance.h). No Llama tensor has a structurally zero gradient.

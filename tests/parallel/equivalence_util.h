@@ -36,6 +36,9 @@ struct RunResult {
 // Trains cfg for cfg.train.steps steps on the ranks of `world` (its size = dp*pp*tp*cp).
 RunResult run_layout(const Config& cfg, MPI_Comm world, SampleFn samples = {});
 
+// Trains cfg on this process alone (a world of one rank).
+inline RunResult run_alone(const Config& cfg) { return run_layout(cfg, MPI_COMM_SELF); }
+
 // How far two runs of the same training are apart, in the units of the reorder tolerance
 // class (tests/support/tolerance.h): step 1's loss, later losses (relative), step 1's gradient
 // (norm-wise per tensor; skipped when either run has none) and the final weights (max |dw| in

@@ -10,6 +10,7 @@
 #include "cli/plan_command.h"
 #include "core/check.h"
 #include "plan/kernel_model.h"
+#include "tests/plan/kernel_step_util.h"
 #include "tests/plan/run_plan_command.h"
 #include "tests/support/configs.h"
 #include "tests/support/fixture.h"
@@ -22,6 +23,7 @@ using plan::GpuRoof;
 using plan::KernelShape;
 using plan::KernelStep;
 using plan::Unit;
+using test::sum_flops;
 
 // 2 layers, d_model 64, 4 heads of 16, vocabulary 256 (already a multiple of 128), T 16;
 // micro-batch 2 x 3 micro-batches = 96 tokens per step.
@@ -39,13 +41,6 @@ KernelShape gpt2_124m_shape() {
   s.micro_batch = 16;
   s.micro_batches = 4;
   return s;
-}
-
-double sum_flops(const KernelStep& k, Unit u) {
-  double f = 0;
-  for (const auto& c : k.kernels)
-    if (c.unit == u) f += c.flops;
-  return f;
 }
 
 TEST(KernelModel, GemmFlopsAreSixPerWeightPerToken) {

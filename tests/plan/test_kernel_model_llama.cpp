@@ -6,6 +6,7 @@
 
 #include "model/flops.h"
 #include "plan/kernel_model.h"
+#include "tests/plan/kernel_step_util.h"
 #include "tests/support/configs.h"
 
 namespace loom {
@@ -15,6 +16,7 @@ using plan::GpuRoof;
 using plan::KernelShape;
 using plan::KernelStep;
 using plan::Unit;
+using test::sum_flops;
 
 // 2 layers, d_model 64, 4 query heads of 16 sharing 2 kv heads, SwiGLU width 128, vocabulary
 // 256 (a multiple of 128 x 2), T 16; micro-batch 2 x 3 micro-batches = 96 tokens per step.
@@ -25,13 +27,6 @@ KernelShape llama_shape(int tp = 1, bool tied = true) {
   s.model.n_kv_head = 2, s.model.ffn_hidden = 128, s.model.tie_embeddings = tied;
   s.micro_batch = 2, s.micro_batches = 3, s.tp = tp;
   return s;
-}
-
-double sum_flops(const KernelStep& k, Unit u) {
-  double f = 0;
-  for (const auto& c : k.kernels)
-    if (c.unit == u) f += c.flops;
-  return f;
 }
 
 bool has_kernel(const KernelStep& k, const std::string& prefix) {

@@ -17,14 +17,6 @@ namespace {
 
 using namespace plan;
 
-// 4 layers, 4 query heads of 8 sharing 2 kv heads, SwiGLU width 96, vocabulary 97, T 8.
-ModelConfig tiny_llama() {
-  ModelConfig m = test::gpt_model(4, 4, 32, 97, 8);
-  m.arch = "llama";
-  m.n_kv_head = 2, m.ffn_hidden = 96;
-  return m;
-}
-
 ClusterSpec h100_node() {
   return load_cluster(test::source_path("configs/clusters/h100_80g_8x.yaml"));
 }
@@ -54,7 +46,7 @@ void print_top(const Plan& p, const char* title, int n) {
 
 TEST(PlanCp, SearchTakesCpWhereSeqLenSplitsIntoChunksOfTheMinimum) {
   PlanModel pm;
-  pm.model = tiny_llama();  // seq_len 8
+  pm.model = test::tiny_llama();  // seq_len 8
   EXPECT_TRUE(cp_searched(pm, 1));
   EXPECT_FALSE(cp_searched(pm, 2));  // chunks of 2 tokens < the default 256
   pm.min_cp_chunk = 1;
@@ -93,7 +85,7 @@ TEST(PlanCp, SearchTakesCpWhereSeqLenSplitsIntoChunksOfTheMinimum) {
 // micro-batches.
 TEST(PlanCp, RingBytesPerLayerAndMicroBatch) {
   PlanModel pm;
-  pm.model = tiny_llama();
+  pm.model = test::tiny_llama();
   Candidate c;
   c.cp = 2, c.micro_batch = 2;
   const StageShape sh = stage_shapes(pm.model, 1, 1)[0];
@@ -138,7 +130,7 @@ TEST(PlanCp, PlacementOfTheRingAndTheReplicas) {
 // recompute keeps the log-sum-exp with cp and recomputes nothing.
 TEST(PlanCp, RankFlopsAreOneCpthAndSelectiveRecomputesNothing) {
   PlanModel pm;
-  pm.model = tiny_llama();
+  pm.model = test::tiny_llama();
   const StageShape sh = stage_shapes(pm.model, 1, 1)[0];
   Candidate one;
   one.micro_batch = 2;
@@ -163,7 +155,7 @@ TEST(PlanCp, RankFlopsAreOneCpthAndSelectiveRecomputesNothing) {
 // per send. cuda: the [k | v] sends hide behind each ring step's attention, the gradients not.
 TEST(PlanCp, RingTimeOverlapsOnlyTheBlocksOnCuda) {
   PlanModel pm;
-  pm.model = tiny_llama();
+  pm.model = test::tiny_llama();
   Candidate c;
   c.cp = 2, c.micro_batch = 2;
   const StageShape sh = stage_shapes(pm.model, 1, 1)[0];
@@ -224,10 +216,10 @@ namespace {
 using namespace plan;
 
 // Sequence parallelism is chosen where it pays (PlanScale: a 1024-GPU search, left out of the
-// sanitizer run as the other searches of that size are): a Llama-70B-shaped model (80 layers, d_model
-// 8192, 64 query over 8 kv heads, SwiGLU 28672) at 8192 tokens on 128 nodes of 8 H100s. The best
-// layout splits tensors over tp > 1 with SP (the norm and residual activations shrink by tp, and
-// the all-gather and reduce-scatter move what the all-reduce moved); the same layout without SP
+// sanitizer run as the other searches of that size are): a Llama-70B-shaped model (80 layers,
+// d_model 8192, 64 query over 8 kv heads, SwiGLU 28672) at 8192 tokens on 128 nodes of 8 H100s. The
+// best layout splits tensors over tp > 1 with SP (the norm and residual activations shrink by tp,
+// and the all-gather and reduce-scatter move what the all-reduce moved); the same layout without SP
 // either does not fit or is slower.
 TEST(PlanScale, LongSequencesOfALargeModelPickSequenceParallelism) {
   std::vector<std::string> o = {"model.n_layer=80",

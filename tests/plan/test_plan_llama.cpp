@@ -19,14 +19,6 @@ namespace {
 
 using namespace plan;
 
-// 4 layers, 4 query heads of 8 sharing 2 kv heads, SwiGLU width 96, vocabulary 97, T 8.
-ModelConfig tiny_llama(bool tied = true) {
-  ModelConfig m = test::gpt_model(4, 4, 32, 97, 8);
-  m.arch = "llama";
-  m.n_kv_head = 2, m.ffn_hidden = 96, m.tie_embeddings = tied;
-  return m;
-}
-
 Config llama_config(const ModelConfig& m, int dp, int pp, int tp, int mb, int zero, Recompute r) {
   Config cfg;
   cfg.model = m;
@@ -40,7 +32,7 @@ Config llama_config(const ModelConfig& m, int dp, int pp, int tp, int mb, int ze
 
 TEST(PlanLlama, StageShapesHoldTheLlamaParameters) {
   for (bool tied : {true, false}) {
-    ModelConfig m = tiny_llama(tied);
+    ModelConfig m = test::tiny_llama(tied);
     // One rank holds everything: count_params with the vocabulary padded to 128.
     ModelConfig padded = m;
     padded.vocab_size = m.padded_vocab(1);
@@ -70,7 +62,7 @@ TEST(PlanLlama, MemoryEqualsTheMemoryModelOfARunLayout) {
                   const int dp = 2, mb = 2, v = 1 + vs / 2;
                   const bool sp = vs % 2 == 1;
                   if ((v > 1 && pp == 1) || (sp && tp == 1)) continue;
-                  Config cfg = llama_config(tiny_llama(tied), dp, pp, tp, mb, zero, r);
+                  Config cfg = llama_config(test::tiny_llama(tied), dp, pp, tp, mb, zero, r);
                   cfg.parallel.cp = cp, cfg.parallel.virtual_stages = v;
                   cfg.parallel.sequence_parallel = sp;
                   PlanModel pm;
@@ -110,7 +102,7 @@ TEST(PlanLlama, MemoryEqualsTheMemoryModelOfARunLayout) {
 // qkv of (4 + 2 x 2) x 8 columns instead of 3 x 32, a gate|up hidden of 2 x 96, one statistic
 // per row), so a plan that ignored the architecture would not pass the test above.
 TEST(PlanLlama, ActivationsFollowTheArchitecture) {
-  ModelConfig l = tiny_llama(), g = tiny_llama();
+  ModelConfig l = test::tiny_llama(), g = test::tiny_llama();
   g.arch = "gpt2", g.n_kv_head = 0, g.ffn_hidden = 0;
   PlanModel pl, pg;
   pl.model = l, pl.global_batch = 8;
@@ -130,7 +122,7 @@ TEST(PlanLlama, ActivationsEqualGPTStage) {
   for (int tp : {1, 2})
     for (int pp : {1, 2})
       for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-        Config cfg = llama_config(tiny_llama(), 1, pp, tp, 2, 0, r);
+        Config cfg = llama_config(test::tiny_llama(), 1, pp, tp, 2, 0, r);
         cfg.parallel.schedule = "gpipe";  // 4 micro-batches in flight
         PlanModel pm;
         pm.model = cfg.model, pm.global_batch = 8;
@@ -153,7 +145,7 @@ TEST(PlanLlama, ActivationsEqualGPTStage) {
 // padded rows in the step's classifier.
 TEST(PlanLlama, OneDeviceMfuIsTheEfficiencyTiedOrUntied) {
   for (bool tied : {true, false}) {
-    ModelConfig m = tiny_llama(tied);
+    ModelConfig m = test::tiny_llama(tied);
     m.vocab_size = 128;
     PlanModel pm;
     pm.model = m, pm.global_batch = 8;
@@ -170,7 +162,7 @@ TEST(PlanLlama, OneDeviceMfuIsTheEfficiencyTiedOrUntied) {
 // tp 4 divides the 4 query heads and d_model but not the 2 kv heads: the plan rejects the grid
 // with validation's own line for parallel.tp 4.
 TEST(PlanLlama, TpNotDividingKvHeadsIsRefusedAsValidationRefusesIt) {
-  ModelConfig m = tiny_llama();
+  ModelConfig m = test::tiny_llama();
   Config cfg;
   cfg.model = m;
   cfg.parallel.tp = 4;

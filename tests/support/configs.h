@@ -22,4 +22,13 @@ inline ModelConfig fixture_model() {
   return m;
 }
 
+// A small Llama for the plan tests: 4 layers, 4 query heads of 8 sharing 2 kv heads, SwiGLU
+// width 96, vocabulary 97, T 8.
+inline ModelConfig tiny_llama(bool tied = true) {
+  ModelConfig m = gpt_model(4, 4, 32, 97, 8);
+  m.arch = "llama";
+  m.n_kv_head = 2, m.ffn_hidden = 96, m.tie_embeddings = tied;
+  return m;
+}
+
 }  // namespace loom::test
