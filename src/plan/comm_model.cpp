@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
+#include <utility>
 
+#include "layout/param_layout.h"
+#include "layout/zero_shard.h"
 #include "optim/zero.h"
 #include "parallel/grid.h"
 
@@ -46,6 +50,67 @@ AxisTraffic sequence_parallel_tp(const PlanModel& pm, const Candidate& c, const 
   t.time_bytes = ar_bytes + m * L * NC;
   return t;
 }
+
+// The gradient replicas' traffic with expert parallelism (ep > 1 and experts on the stage): two
+// sharding groups (layout/zero_shard.h), the dense tensors over the dp replicas and the experts'
+// over the dp / ep expert replicas, each cut into runs of the flat buffer. What a rank sends is
+// taken from the optimizer's own shard arithmetic (ZeroShards) on the stage's ParamLayout; a
+// group of one rank (dp == ep) moves nothing.
+AxisTraffic expert_split_dp(const PlanModel& pm, const Candidate& c, const StageShape& sh,
+                            uint64_t m, int dp_rank, bool tied) {
+  const uint64_t grad = uint64_t(pm.prec.grad), param = uint64_t(pm.prec.param);
+  const ParamLayout layout(pm.model, c.tp, 0, c.pp, sh.stage, c.v, {}, c.ep, 0);
+  const ZeroShards shards(layout, c.replicas(), dp_rank, std::max(c.zero, 1));
+  // Elements of flat [begin, end) in groups of more than one rank: all of them (reduces), or
+  // this rank's own (gathers); calls: the runs that contribute.
+  auto moved = [&](size_t begin, size_t end, bool own, int64_t* calls) {
+    uint64_t n = 0;
+    for (const ShardGroup& g : shards.groups()) {
+      if (g.ranks == 1) continue;
+      for (const ShardRange& r : shards.runs(g, begin, end)) {
+        if (calls) ++*calls;
+        if (!own) n += r.hi - r.lo;
+      }
+      if (own)
+        for (const ShardPiece& p : shards.owned(g, begin, end, g.rank)) n += p.hi - p.lo;
+    }
+    return n;
+  };
+  std::map<int, std::pair<size_t, size_t>> layers;  // the stage's layers and their flat ranges
+  for (const ParamSpec& p : layout.params())
+    if (p.layer >= 0) {
+      auto it = layers.emplace(p.layer, std::make_pair(p.offset, p.offset)).first;
+      it->second.second = p.offset + p.numel();
+    }
+  AxisTraffic t;
+  if (c.zero <= 1) {  // every element's gradient all-reduced in its group, in buckets
+    t.bytes = moved(0, layout.total(), false, &t.calls) * grad;
+  } else {
+    // Every micro-batch each layer's gradients and the non-layer tensors are reduced to their
+    // owners (the tied embedding once per step); ZeRO-3 also gathers each layer twice and the
+    // non-layer tensors once (first and last stage).
+    uint64_t per_mb = 0, in_layers = 0;
+    int64_t calls = 0;
+    for (const auto& [layer, r] : layers) {
+      per_mb += moved(r.first, r.second, false, &calls);
+      in_layers += moved(r.first, r.second, true, nullptr);
+    }
+    const uint64_t deferred = tied ? sh.wte : 0;
+    per_mb += sh.other - deferred;  // the non-layer tensors: all dense
+    t.bytes = (m * per_mb + deferred) * grad;
+    t.calls = int64_t(m) * (calls + 2) + (tied ? 1 : 0);
+    if (c.zero == 3) {
+      const bool ends = sh.first || sh.last;
+      const uint64_t in_other = moved(0, layout.total(), true, nullptr) - in_layers;
+      t.bytes += m * (2 * in_layers + (ends ? in_other : 0)) * param;
+      t.calls += int64_t(m) * (2 * calls + (ends ? 2 : 0));
+    }
+  }
+  if (c.zero == 1 || c.zero == 2) {  // the updated parameters: each run of each group, in place
+    t.bytes += moved(0, layout.total(), true, &t.calls) * param;
+  }
+  return t;
+}
 }  // namespace
 
 uint64_t expert_exchange_bytes(const PlanModel& pm, const Candidate& c) {
@@ -74,6 +139,12 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     v.tp.bytes = m * (big * NC + (sh.last ? 3 * N * 4 : 0));
     v.tp.calls = int64_t(m * (big + (sh.last ? 2 : 0)));
     if (c.sp) v.tp = sequence_parallel_tp(pm, c, sh, m, v.tp.bytes);
+    if (pm.model.is_moe()) {
+      // Each MoE layer's backward sums the gate gradients, (N, top_k) fp32, over TP
+      // (model/moe_layer.cpp).
+      v.tp.bytes += m * L * N * uint64_t(pm.model.moe.top_k) * 4;
+      v.tp.calls += int64_t(m * L);
+    }
   }
   if (c.pp > 1) {
     // Per micro-batch and chunk: the chunk output forward (all but the model's last chunk) and
@@ -103,11 +174,12 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
     v.exact = false;
   }
   const bool tied = sh.tied_across_stages && sh.wte > 0;
-  if (replicas > 1) {  // the gradient replicas: dp x cp ranks of the same (pp, tp)
-    // The rank's shard slots: one contiguous shard, or with ep > 1 its dense shard and its
-    // experts' shard over the dp / ep expert replicas.
+  if (replicas > 1 && c.ep > 1 && sh.expert > 0) {
+    v.dp = expert_split_dp(pm, c, sh, m, dp_rank, tied);
+  } else if (replicas > 1) {  // the gradient replicas: dp x cp ranks of the same (pp, tp)
+    // The rank's shard: one contiguous range of the padded flat buffer.
     const uint64_t shard =
-        zero_sizes(sh.total, sh.expert, replicas, dp_rank, c.ep, std::max(c.zero, 1)).shard_elems;
+        zero_sizes(sh.total, 0, replicas, dp_rank, 1, std::max(c.zero, 1)).shard_elems;
     if (c.zero <= 1) {  // gradient all-reduce in buckets after the pipeline
       v.dp.bytes = sh.total * grad;
       v.dp.calls = int64_t((sh.total + kZeroBucketElems - 1) / kZeroBucketElems);
@@ -120,8 +192,7 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
       if (c.zero == 3) {
         // Every micro-batch also gathers each layer before its forward and again before its
         // backward, and the non-layer tensors once (first and last stage); a rank sends the part
-        // of each range inside its own shard (with ep > 1, as if one group shards everything:
-        // the experts' part is then approximate, and ep > 1 volumes are not exact anyway).
+        // of each range inside its own shard.
         const ShardRange own = zero_shard(sh.total, replicas, dp_rank);
         const uint64_t lo = std::max<uint64_t>(own.lo, sh.layer_begin);
         const uint64_t hi = std::min<uint64_t>(own.hi, sh.layer_begin + sh.layer_elems);
@@ -144,6 +215,11 @@ CommVolume step_comm_volume(const PlanModel& pm, const Candidate& c, const Stage
   if (c.world() > 1) {  // gradient norm and loss: one double each over the world
     v.world.bytes = 2 * sizeof(double);
     v.world.calls = 2;
+    if (pm.model.is_moe()) {  // the step's MoE losses and expert load (train/moe_stats.cpp)
+      const uint64_t layers = uint64_t(pm.model.n_layer), E = uint64_t(pm.model.moe.num_experts);
+      v.world.bytes += (2 + layers * E + layers) * sizeof(double);  // [aux, z, (L, E), (L)]
+      v.world.calls += 1;
+    }
   }
   return v;
 }

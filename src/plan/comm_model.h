@@ -20,7 +20,8 @@ struct AxisTraffic {
 // block's two forward TP all-reduces and its forward ring), gradient reduction, optimizer, loss.
 // dp: the gradient replicas' traffic (the dp x cp ranks of the same (pp, tp)); cp: the ring
 // attention's point-to-point sends. Exact for the cpu backend; a size-1 axis counts nothing, as
-// in loom.
+// in loom. With ep > 1, dp also counts the experts' own sharding group (the dp / ep expert
+// replicas), exactly as well.
 // ep: the Mixture of Experts' all-to-all exchanges of token rows (expected bytes under uniform
 // routing: they depend on where the router sends each token, so never exact).
 struct CommVolume {

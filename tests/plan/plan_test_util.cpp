@@ -17,14 +17,18 @@ Measured measure_step(const Config& cfg, MPI_Comm world) {
   Trainer trainer(cfg, *pc, synthetic_samples(cfg.model.vocab_size, cfg.model.seq_len));
   trainer.init_weights();
   Measured out;
-  // dp: the gradient replicas' communicator (dp x cp ranks with context parallelism).
+  // dp: the gradient replicas' communicator (dp x cp ranks with context parallelism) and, with
+  // expert parallelism (the Trainer made its groups), the expert replicas'.
+  const bool ep = pc->ep > 1;
   const uint64_t tp0 = pc->tp.bytes_sent(), pp0 = pc->pp.bytes_sent();
   const uint64_t dp0 = pc->replicas().bytes_sent(), cp0 = pc->cp.bytes_sent();
+  const uint64_t edp0 = ep ? pc->edp.bytes_sent() : 0, ep0 = ep ? pc->ep_group.bytes_sent() : 0;
   const uint64_t em0 = pc->embed.bytes_sent(), w0 = pc->world.bytes_sent();
   trainer.train_step(1);
   out.tp = pc->tp.bytes_sent() - tp0;
   out.pp = pc->pp.bytes_sent() - pp0;
-  out.dp = pc->replicas().bytes_sent() - dp0;
+  out.dp = pc->replicas().bytes_sent() - dp0 + (ep ? pc->edp.bytes_sent() - edp0 : 0);
+  out.ep = ep ? pc->ep_group.bytes_sent() - ep0 : 0;
   out.cp = pc->cp.bytes_sent() - cp0;
   out.embed = pc->embed.bytes_sent() - em0;
   out.world = pc->world.bytes_sent() - w0;

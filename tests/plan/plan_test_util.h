@@ -13,10 +13,11 @@
 namespace loom::test {
 
 struct Measured {
-  MemoryReport memory;        // ZeroOptimizer::memory() after the step
+  MemoryReport memory;          // ZeroOptimizer::memory() after the step
   size_t activation_bytes = 0;  // GPTStage::activation_bytes()
-  // bytes_sent() deltas over the step; dp: the gradient replicas (dp x cp), cp: the ring.
-  uint64_t tp = 0, pp = 0, dp = 0, cp = 0, embed = 0, world = 0;
+  // bytes_sent() deltas over the step; dp: the gradient replicas (dp x cp) and, with ep > 1,
+  // the expert replicas; cp: the ring; ep: the experts' all-to-all.
+  uint64_t tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, embed = 0, world = 0;
   int stage = 0, dp_rank = 0, microbatches = 0;  // dp_rank: the index among the replicas
 };
 

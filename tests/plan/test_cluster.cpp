@@ -93,8 +93,7 @@ TEST(Cluster, WrongTypesAndUnknownKeys) {
                "gpus_per_nod: unknown key; known keys are");
   const std::string typo = error_of(replaced(kGood, "gpus_per_node", "gpus_per_nod"));
   EXPECT_NE(typo.find("did you mean 'gpus_per_node'"), std::string::npos) << typo;
-  expect_error(replaced(kGood, "latency_us: 2", "latency: 2"),
-               "intra_node.latency: unknown key");
+  expect_error(replaced(kGood, "latency_us: 2", "latency: 2"), "intra_node.latency: unknown key");
   expect_error(
       replaced(kGood, "inter_node: {bandwidth_gbps: 400, latency_us: 5}", "inter_node: 400"),
       "inter_node: expected a mapping");

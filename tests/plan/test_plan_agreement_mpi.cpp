@@ -208,5 +208,57 @@ TEST(PlanAgreement, ContextParallel) {
   check(llama);
 }
 
+// Mixture of Experts with expert parallelism: the gradient replicas' bytes (the dense tensors
+// over the dp replicas, the experts' over the dp / ep expert replicas; a group of one rank, dp
+// == ep, moves nothing) equal the plan's byte for byte at every ZeRO stage, and so do the other
+// axes but the all-to-all, whose bytes follow the router (the plan's are those of uniform
+// routing: only required to be of the measured size within a factor of 2 here).
+void check_moe(int dp, int pp, int tp, int ep, int zero, bool sp = false) {
+  Config c = test::tiny_parallel_config();
+  c.parallel.sequence_parallel = sp;
+  c.model.moe.num_experts = 4, c.model.moe.top_k = 2;
+  c.parallel.dp = dp, c.parallel.pp = pp, c.parallel.tp = tp, c.parallel.ep = ep;
+  c.parallel.micro_batch_size = 2;
+  c.optimizer.zero_stage = zero;
+  c.train.steps = 1;
+  const int size = dp * pp * tp, rank = test::world_rank();
+  ASSERT_LE(size, test::world_size());
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (rank >= size) return;
+  const test::Measured got = test::measure_step(c, sub);
+  MPI_Comm_free(&sub);
+
+  const std::string name = test::layout_name(c) + " ep" + std::to_string(ep) + " stage " +
+                           std::to_string(got.stage) + " dp rank " + std::to_string(got.dp_rank);
+  const plan::PlanModel pm = plan::plan_model(c, test::cpu_cluster());
+  const plan::Candidate cand = test::candidate_of(c);
+  const auto shapes = plan::stage_shapes(c.model, tp, pp, 1, ep);
+  const plan::CommVolume v =
+      plan::step_comm_volume(pm, cand, shapes[size_t(got.stage)], got.microbatches, got.dp_rank);
+  EXPECT_EQ(got.dp, v.dp.bytes) << name << ": dp";
+  EXPECT_EQ(got.tp, v.tp.bytes) << name << ": tp";
+  EXPECT_EQ(got.pp, v.pp.bytes) << name << ": pp";
+  EXPECT_EQ(got.embed, v.embed.bytes) << name << ": embed";
+  EXPECT_EQ(got.world, v.world.bytes) << name << ": world";
+  EXPECT_GT(got.ep, v.ep.bytes / 2) << name << ": ep";
+  EXPECT_LT(got.ep, v.ep.bytes * 2) << name << ": ep";
+  if (rank == 0)
+    std::printf("%-32s ep%d rank 0: bytes sent dp %llu (plan %llu) ep %llu (plan %llu)\n",
+                test::layout_name(c).c_str(), ep, (unsigned long long)got.dp,
+                (unsigned long long)v.dp.bytes, (unsigned long long)got.ep,
+                (unsigned long long)v.ep.bytes);
+}
+
+TEST(PlanAgreement, ExpertParallelGradientReplicas) {
+  for (int zero : {0, 1, 2, 3}) {
+    check_moe(4, 1, 1, 2, zero);  // expert replicas of 2 ranks
+    check_moe(4, 1, 1, 4, zero);  // each expert on one rank: its group moves nothing
+  }
+  check_moe(2, 2, 1, 2, 3);        // two stages, the tied embedding
+  check_moe(2, 1, 2, 2, 2);        // tp2: each TP rank shards its part
+  check_moe(2, 1, 2, 2, 1, true);  // tp2 with sequence parallelism
+}
+
 }  // namespace
 }  // namespace loom

@@ -28,8 +28,7 @@ TEST(PlanScale, Gpt3_175BOn1024H100s) {
   pm.global_batch = 1536;
   pm.device = "cuda";
   pm.prec = precision_of("bf16");
-  const ClusterSpec cl =
-      load_cluster(test::source_path("configs/clusters/h100_80g_8x_128n.yaml"));
+  const ClusterSpec cl = load_cluster(test::source_path("configs/clusters/h100_80g_8x_128n.yaml"));
   ASSERT_EQ(cl.world(), 1024);
 
   // Processor time of this (single-threaded) search: the machine's other load does not count.
