@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "plan/comm_model.h"
 #include "plan/memory_model.h"
@@ -26,6 +27,19 @@ struct Layout {
   int v = 1;             // parallel.virtual_stages
 };
 
+// One train_step of c measured on the first dp x pp x tp x cp world ranks: `out` is set there
+// and left empty on the other ranks (and when the world is too small, a failure).
+void measure_on_first_ranks(const Config& c, std::optional<test::Measured>* out) {
+  const int size = c.parallel.dp * c.parallel.pp * c.parallel.tp * c.parallel.cp;
+  const int rank = test::world_rank();
+  ASSERT_LE(size, test::world_size());
+  MPI_Comm sub;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
+  if (rank >= size) return;
+  *out = test::measure_step(c, sub);
+  MPI_Comm_free(&sub);
+}
+
 void check(const Layout& l) {
   Config c = test::tiny_parallel_config();
   c.parallel.dp = l.dp, c.parallel.pp = l.pp, c.parallel.tp = l.tp;
@@ -44,13 +58,11 @@ void check(const Layout& l) {
     c.model.arch = "llama";
     c.model.n_kv_head = l.kv_heads, c.model.ffn_hidden = 96;
   }
-  const int size = l.dp * l.pp * l.tp * l.cp, rank = test::world_rank();
-  ASSERT_LE(size, test::world_size());
-  MPI_Comm sub;
-  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
-  if (rank >= size) return;
-  const test::Measured got = test::measure_step(c, sub);
-  MPI_Comm_free(&sub);
+  std::optional<test::Measured> measured;
+  measure_on_first_ranks(c, &measured);
+  if (!measured) return;
+  const test::Measured& got = *measured;
+  const int rank = test::world_rank();
 
   const std::string name = test::layout_name(c) + (l.overlap ? " overlap" : "") +
                            (l.kv_heads > 0 ? " llama kv " + std::to_string(l.kv_heads) : "") +
@@ -221,13 +233,11 @@ void check_moe(int dp, int pp, int tp, int ep, int zero, bool sp = false) {
   c.parallel.micro_batch_size = 2;
   c.optimizer.zero_stage = zero;
   c.train.steps = 1;
-  const int size = dp * pp * tp, rank = test::world_rank();
-  ASSERT_LE(size, test::world_size());
-  MPI_Comm sub;
-  MPI_Comm_split(MPI_COMM_WORLD, rank < size ? 0 : MPI_UNDEFINED, rank, &sub);
-  if (rank >= size) return;
-  const test::Measured got = test::measure_step(c, sub);
-  MPI_Comm_free(&sub);
+  std::optional<test::Measured> measured;
+  measure_on_first_ranks(c, &measured);
+  if (!measured) return;
+  const test::Measured& got = *measured;
+  const int rank = test::world_rank();
 
   const std::string name = test::layout_name(c) + " ep" + std::to_string(ep) + " stage " +
                            std::to_string(got.stage) + " dp rank " + std::to_string(got.dp_rank);
