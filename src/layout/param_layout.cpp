@@ -123,6 +123,17 @@ std::vector<int> ParamLayout::layer_list() const {
   return out;
 }
 
+std::vector<std::pair<size_t, size_t>> ParamLayout::layer_ranges() const {
+  std::vector<std::pair<size_t, size_t>> out(size_t(num_layers()), {total_, 0});
+  for (const ParamSpec& p : params_)
+    if (p.layer >= 0) {
+      auto& r = out[size_t(local_layer(p.layer))];
+      r.first = std::min(r.first, p.offset);
+      r.second = std::max(r.second, p.offset + p.numel());
+    }
+  return out;
+}
+
 int ParamLayout::local_layer(int layer) const {
   int local = 0;
   for (const StageRange& r : chunks_) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -81,6 +82,9 @@ class ParamLayout {
   // the stage does not hold it.
   int local_layer(int layer) const;
   std::vector<int> layer_list() const;  // global indices of the stage's layers, chunk order
+  // Flat [begin, end) of each of the stage's layers (a layer's tensors are contiguous), in
+  // layer_list() order.
+  std::vector<std::pair<size_t, size_t>> layer_ranges() const;
   const ModelConfig& model() const { return m_; }
   int stage() const { return stage_; }
   int stages() const { return pp_; }

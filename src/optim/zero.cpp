@@ -51,21 +51,16 @@ ZeroOptimizer::ZeroOptimizer(const RunLayout& run, const RankMemory& mem,
       cpu::StepRule{float(cfg.beta1), float(cfg.beta2), float(cfg.eps), float(cfg.weight_decay)};
 
   // Each local layer's flat range; the rest (embeddings, final norm, head) apart.
-  std::map<int, std::pair<size_t, size_t>> layers;  // global layer -> flat [begin, end)
+  for (const auto& [begin, end] : layout_.layer_ranges()) {
+    layer_begin_.push_back(begin);
+    layer_end_.push_back(end);
+  }
   size_t other = 0;
-  for (const ParamSpec& p : layout_.params()) {
-    if (p.layer >= 0) {
-      auto it = layers.emplace(p.layer, std::make_pair(p.offset, p.offset)).first;
-      it->second.second = p.offset + p.numel();
-    } else {
+  for (const ParamSpec& p : layout_.params())
+    if (p.layer < 0) {
       other_offset_[p.offset] = other;
       other += p.numel();
     }
-  }
-  for (auto& [l, r] : layers) {
-    layer_begin_.push_back(r.first);
-    layer_end_.push_back(r.second);
-  }
   if (stage_ < 2) return;
 
   // Stage 2: the reduced gradient shard, a staging buffer for one layer (two with overlap), one

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <map>
-#include <utility>
 
 #include "layout/param_layout.h"
 #include "layout/zero_shard.h"
@@ -76,12 +74,6 @@ AxisTraffic expert_split_dp(const PlanModel& pm, const Candidate& c, const Stage
     }
     return n;
   };
-  std::map<int, std::pair<size_t, size_t>> layers;  // the stage's layers and their flat ranges
-  for (const ParamSpec& p : layout.params())
-    if (p.layer >= 0) {
-      auto it = layers.emplace(p.layer, std::make_pair(p.offset, p.offset)).first;
-      it->second.second = p.offset + p.numel();
-    }
   AxisTraffic t;
   if (c.zero <= 1) {  // every element's gradient all-reduced in its group, in buckets
     t.bytes = moved(0, layout.total(), false, &t.calls) * grad;
@@ -91,9 +83,9 @@ AxisTraffic expert_split_dp(const PlanModel& pm, const Candidate& c, const Stage
     // non-layer tensors once (first and last stage).
     uint64_t per_mb = 0, in_layers = 0;
     int64_t calls = 0;
-    for (const auto& [layer, r] : layers) {
-      per_mb += moved(r.first, r.second, false, &calls);
-      in_layers += moved(r.first, r.second, true, nullptr);
+    for (const auto& [begin, end] : layout.layer_ranges()) {
+      per_mb += moved(begin, end, false, &calls);
+      in_layers += moved(begin, end, true, nullptr);
     }
     const uint64_t deferred = tied ? sh.wte : 0;
     per_mb += sh.other - deferred;  // the non-layer tensors: all dense
